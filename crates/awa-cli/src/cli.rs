@@ -1,0 +1,74 @@
+//! Command-line grammar.
+
+use clap::{Args, Parser, Subcommand};
+use std::path::PathBuf;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "awa",
+    version,
+    about = "Operate an Awa job queue on PostgreSQL"
+)]
+pub struct Cli {
+    /// PostgreSQL connection URL.
+    #[arg(long, global = true, env = "DATABASE_URL", hide_env_values = true)]
+    pub database_url: Option<String>,
+
+    /// Print machine-readable JSON instead of text.
+    #[arg(long, global = true)]
+    pub json: bool,
+
+    /// Log progress to stderr (AWA_LOG overrides the filter).
+    #[arg(long, short, global = true)]
+    pub verbose: bool,
+
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Apply the schema migrations (or print them for an external runner).
+    Migrate(MigrateArgs),
+    /// Inspect and prepare queue-storage substrates.
+    #[command(subcommand)]
+    Storage(StorageCommand),
+}
+
+#[derive(Debug, Args)]
+pub struct MigrateArgs {
+    /// Print the whole migration set as SQL instead of applying it.
+    #[arg(long, conflicts_with = "extract_to")]
+    pub sql: bool,
+    /// Write one file per migration into DIR (Flyway-style names).
+    #[arg(long, value_name = "DIR")]
+    pub extract_to: Option<PathBuf>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum StorageCommand {
+    /// Install a queue-storage substrate in a schema (activation-neutral).
+    PrepareQueueStorageSchema(PrepareArgs),
+    /// Show schema version, substrates, rings and transition state.
+    Status,
+}
+
+#[derive(Debug, Args)]
+pub struct PrepareArgs {
+    /// Target schema (a new name; `awa` is the default substrate).
+    #[arg(long)]
+    pub schema: String,
+    /// Slots in the queue ring (ready entries and terminal history).
+    #[arg(long, default_value_t = 16, allow_negative_numbers = true)]
+    pub queue_slot_count: i64,
+    /// Slots in the lease ring.
+    #[arg(long, default_value_t = 8, allow_negative_numbers = true)]
+    pub lease_slot_count: i64,
+    /// Slots in the claim ring (receipts and closures).
+    #[arg(long, default_value_t = 8, allow_negative_numbers = true)]
+    pub claim_slot_count: i64,
+    /// Drop and re-create the schema first. Refused for `awa` and for a
+    /// schema that is in use.
+    #[arg(long)]
+    pub reset: bool,
+}

@@ -1,0 +1,97 @@
+//! `awa storage ...`
+
+use crate::cli::{Cli, PrepareArgs, StorageCommand};
+use crate::{db, error::CliError, output};
+use awa_core::{SchemaName, SlotCounts, SubstrateShape};
+use awa_maint::substrate::{self, PrepareOutcome};
+
+pub async fn run(cli: &Cli, cmd: &StorageCommand) -> Result<(), CliError> {
+    match cmd {
+        StorageCommand::PrepareQueueStorageSchema(args) => prepare(cli, args).await,
+        StorageCommand::Status => status(cli).await,
+    }
+}
+
+async fn prepare(cli: &Cli, args: &PrepareArgs) -> Result<(), CliError> {
+    // Validate everything before connecting: bad input never reaches SQL.
+    let schema = SchemaName::new(args.schema.clone())?;
+    if args.reset && schema.is_default() {
+        return Err(awa_maint::MaintError::DefaultSchemaReset.into());
+    }
+    let slots = SlotCounts::new(
+        args.queue_slot_count,
+        args.lease_slot_count,
+        args.claim_slot_count,
+    )?;
+    let shape = SubstrateShape { schema, slots };
+    let url = db::require_url(&cli.database_url)?;
+    let mut conn = db::connect(url).await?;
+    let outcome = substrate::prepare(&mut conn, &shape, args.reset).await?;
+    let value =
+        serde_json::json!({ "schema": shape.schema, "slots": shape.slots, "outcome": outcome });
+    output::emit(cli.json, &value, || {
+        let verb = match outcome {
+            PrepareOutcome::Installed => "prepared",
+            PrepareOutcome::Unchanged => "already prepared (unchanged)",
+            PrepareOutcome::Reset => "reset and prepared",
+        };
+        format!(
+            "substrate {} {verb}: {} queue, {} lease, {} claim slots. It is not active; \
+             routing work to it is a separate transition.",
+            shape.schema, shape.slots.queue, shape.slots.lease, shape.slots.claim
+        )
+    });
+    Ok(())
+}
+
+async fn status(cli: &Cli) -> Result<(), CliError> {
+    let url = db::require_url(&cli.database_url)?;
+    let mut conn = db::connect(url).await?;
+    let status = awa_control::status::storage_status(&mut conn).await?;
+    if let Some(found) = status.schema_version
+        && found > awa_maint::LATEST_VERSION
+    {
+        return Err(awa_maint::MaintError::SchemaTooNew {
+            found,
+            known: awa_maint::LATEST_VERSION,
+        }
+        .into());
+    }
+    output::emit(cli.json, &status, || {
+        let mut out = String::new();
+        match status.schema_version {
+            None => out.push_str("schema version: none (run `awa migrate`)\n"),
+            Some(v) => out.push_str(&format!(
+                "schema version: {v} (this binary knows up to {})\n",
+                awa_maint::LATEST_VERSION
+            )),
+        }
+        if let Some(t) = &status.transition {
+            out.push_str(&format!(
+                "transition: {} (active {}, target {})\n",
+                t.state,
+                t.active_schema,
+                t.target_schema.as_deref().unwrap_or("-")
+            ));
+        }
+        out.push_str("substrates:\n");
+        for s in &status.substrates {
+            out.push_str(&format!(
+                "  {}{}: {} queue / {} lease / {} claim slots\n",
+                s.schema,
+                if s.active { " (active)" } else { "" },
+                s.slots.queue,
+                s.slots.lease,
+                s.slots.claim
+            ));
+            for r in &s.rings {
+                out.push_str(&format!(
+                    "    ring {:<6} slot {:>3}  generation {}\n",
+                    r.ring, r.slot, r.generation
+                ));
+            }
+        }
+        out.trim_end().to_string()
+    });
+    Ok(())
+}

@@ -1,0 +1,96 @@
+-- Control objects that exist once per database, in schema awa.
+--
+-- These tables coordinate; they are never on the per-job hot path, so they
+-- are ordinary heap tables updated in place. Substrate-local control state
+-- (lane heads, ring ledgers, uniqueness) lives in each substrate instead:
+-- see install_control_plane.sql.
+
+CREATE SCHEMA IF NOT EXISTS awa;
+
+-- One row per applied migration. Written only by the migrator, under the
+-- migration advisory lock.
+CREATE TABLE IF NOT EXISTS awa.schema_version (
+    version     integer     PRIMARY KEY,
+    description text        NOT NULL,
+    checksum    text        NOT NULL,
+    applied_at  timestamptz NOT NULL DEFAULT now()
+);
+
+-- Per-queue settings. A queue with no row uses the column defaults.
+CREATE TABLE IF NOT EXISTS awa.queue_meta (
+    queue                   text        PRIMARY KEY,
+    dlq_enabled             boolean     NOT NULL DEFAULT false,
+    max_attempts            integer     NOT NULL DEFAULT 25
+                                        CHECK (max_attempts BETWEEN 1 AND 1000),
+    -- Lanes per priority. One shard keeps strict FIFO for the whole queue;
+    -- more shards let more claimers work a queue at once.
+    shard_count             smallint    NOT NULL DEFAULT 1
+                                        CHECK (shard_count BETWEEN 1 AND 64),
+    -- A waiting job gains one priority step per interval, so low priority
+    -- work cannot starve. NULL turns aging off.
+    priority_aging_interval interval,
+    dlq_retention           interval    NOT NULL DEFAULT interval '14 days',
+    paused                  boolean     NOT NULL DEFAULT false,
+    created_at              timestamptz NOT NULL DEFAULT now(),
+    updated_at              timestamptz NOT NULL DEFAULT now()
+);
+
+-- Live worker and maintenance processes; heartbeated, garbage-collected by
+-- maintenance when stale.
+CREATE TABLE IF NOT EXISTS awa.runtimes (
+    instance_id  uuid        PRIMARY KEY,
+    host         text        NOT NULL,
+    pid          integer     NOT NULL,
+    role         text        NOT NULL CHECK (role IN ('worker', 'maintenance', 'cli')),
+    queues       text[]      NOT NULL DEFAULT '{}',
+    started_at   timestamptz NOT NULL DEFAULT now(),
+    last_seen_at timestamptz NOT NULL DEFAULT now()
+);
+
+-- Who holds the maintenance advisory lock, for operators. The lock itself
+-- is the authority; this row is only a description of it.
+CREATE TABLE IF NOT EXISTS awa.maintenance_leader (
+    singleton   boolean     PRIMARY KEY DEFAULT true CHECK (singleton),
+    instance_id uuid        NOT NULL,
+    host        text        NOT NULL,
+    pid         integer     NOT NULL,
+    backend_pid integer     NOT NULL,
+    since       timestamptz NOT NULL DEFAULT now()
+);
+
+-- Periodic jobs. The expression is validated by the client before insert.
+CREATE TABLE IF NOT EXISTS awa.cron_jobs (
+    name             text        PRIMARY KEY,
+    cron_expr        text        NOT NULL,
+    timezone         text        NOT NULL DEFAULT 'UTC',
+    queue            text        NOT NULL,
+    kind             text        NOT NULL,
+    args             jsonb       NOT NULL DEFAULT '{}',
+    priority         smallint    NOT NULL DEFAULT 2 CHECK (priority BETWEEN 1 AND 4),
+    enabled          boolean     NOT NULL DEFAULT true,
+    last_enqueued_at timestamptz,
+    created_at       timestamptz NOT NULL DEFAULT now()
+);
+
+-- Which substrate receives new work, and any staged move to another one.
+-- Changed only by the CLI transition commands.
+CREATE TABLE IF NOT EXISTS awa.storage_transition_state (
+    singleton     boolean     PRIMARY KEY DEFAULT true CHECK (singleton),
+    state         text        NOT NULL DEFAULT 'steady'
+                              CHECK (state IN ('steady', 'prepared', 'mixed', 'finalizing')),
+    active_schema text        NOT NULL DEFAULT 'awa',
+    target_schema text,
+    updated_at    timestamptz NOT NULL DEFAULT now(),
+    CHECK ((state = 'steady') = (target_schema IS NULL))
+);
+INSERT INTO awa.storage_transition_state DEFAULT VALUES ON CONFLICT DO NOTHING;
+
+-- Which substrates each runtime reads and writes during a transition.
+CREATE TABLE IF NOT EXISTS awa.runtime_storage_backends (
+    instance_id uuid        NOT NULL REFERENCES awa.runtimes (instance_id) ON DELETE CASCADE,
+    schema_name text        NOT NULL,
+    mode        text        NOT NULL CHECK (mode IN ('read_write', 'drain')),
+    updated_at  timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (instance_id, schema_name)
+);
+

@@ -1,0 +1,74 @@
+-- awa.install_control_plane(schema, queue_slots, lease_slots, claim_slots)
+--
+-- Substrate-local control state: the substrate's own description, the ring
+-- ledgers, lane heads and uniqueness keys. Called only by
+-- awa.install_queue_storage_substrate, which has already validated the
+-- arguments and holds the per-schema lock. Every statement is IF NOT EXISTS
+-- so a re-run completes a partial install and changes nothing otherwise.
+CREATE OR REPLACE FUNCTION awa.install_control_plane(
+    p_schema text, p_queue_slots integer, p_lease_slots integer, p_claim_slots integer
+) RETURNS void LANGUAGE plpgsql SECURITY INVOKER AS $fn$
+BEGIN
+    -- The substrate describes itself, so discovery needs no registry outside
+    -- the schema and installing stays activation-neutral.
+    EXECUTE format($ddl$
+        CREATE TABLE IF NOT EXISTS %1$I.substrate_info (
+            singleton          boolean     PRIMARY KEY DEFAULT true CHECK (singleton),
+            queue_slot_count   integer     NOT NULL,
+            lease_slot_count   integer     NOT NULL,
+            claim_slot_count   integer     NOT NULL,
+            installed_at       timestamptz NOT NULL DEFAULT now()
+        )$ddl$, p_schema);
+
+    -- Append-only ring cursors: the newest generation of a ring is its
+    -- current slot. Rotation inserts generation + 1; the primary key makes
+    -- two racing rotators a compare-and-swap where only one row lands.
+    EXECUTE format($ddl$
+        CREATE TABLE IF NOT EXISTS %1$I.ring_ledger (
+            ring       text        NOT NULL CHECK (ring IN ('queue', 'lease', 'claim')),
+            generation bigint      NOT NULL CHECK (generation >= 0),
+            slot       integer     NOT NULL CHECK (slot >= 0),
+            rotated_at timestamptz NOT NULL DEFAULT now(),
+            rotated_by text        NOT NULL DEFAULT 'install',
+            PRIMARY KEY (ring, generation)
+        )$ddl$, p_schema);
+    EXECUTE format($ddl$
+        INSERT INTO %1$I.ring_ledger (ring, generation, slot)
+        VALUES ('queue', 0, 0), ('lease', 0, 0), ('claim', 0, 0)
+        ON CONFLICT DO NOTHING$ddl$, p_schema);
+
+    -- Outcome of the latest rotate/prune attempt per ring and slot, for
+    -- operators; overwritten in place, a few rows per ring.
+    EXECUTE format($ddl$
+        CREATE TABLE IF NOT EXISTS %1$I.ring_outcomes (
+            ring       text        NOT NULL,
+            task       text        NOT NULL CHECK (task IN ('rotate', 'prune')),
+            outcome    text        NOT NULL,
+            detail     text,
+            at         timestamptz NOT NULL DEFAULT now(),
+            PRIMARY KEY (ring, task)
+        )$ddl$, p_schema);
+
+    -- One row per lane (queue, priority, shard): everything in the lane at or
+    -- below head_seq has been claimed or tombstoned. Updated once per claim
+    -- batch, never per job; the low fillfactor keeps those updates HOT.
+    EXECUTE format($ddl$
+        CREATE TABLE IF NOT EXISTS %1$I.lane_heads (
+            queue    text     NOT NULL,
+            priority smallint NOT NULL,
+            shard    smallint NOT NULL,
+            head_seq bigint   NOT NULL DEFAULT 0,
+            PRIMARY KEY (queue, priority, shard)
+        ) WITH (fillfactor = 50)$ddl$, p_schema);
+
+    -- At most one non-terminal job per unique key. Rows are removed when the
+    -- job becomes terminal, so only jobs that opt into uniqueness pay.
+    EXECUTE format($ddl$
+        CREATE TABLE IF NOT EXISTS %1$I.job_uniques (
+            unique_key text        PRIMARY KEY,
+            job_id     bigint      NOT NULL,
+            created_at timestamptz NOT NULL DEFAULT now()
+        )$ddl$, p_schema);
+    EXECUTE format('CREATE INDEX IF NOT EXISTS job_uniques_job_idx ON %1$I.job_uniques (job_id)', p_schema);
+END
+$fn$;

@@ -1,0 +1,22 @@
+//! The control plane: small tables that coordinate, never on the per-job
+//! write path.
+//!
+//! Owns, once per database in schema `awa`: `schema_version`, `queue_meta`,
+//! `runtimes`, `maintenance_leader`, `cron_jobs`,
+//! `storage_transition_state`, `runtime_storage_backends`. Per substrate
+//! schema: `substrate_info`, `ring_ledger`, `ring_outcomes`, `lane_heads`,
+//! `job_uniques`.
+//!
+//! Does not own: any job data. It never truncates ring slots; it only
+//! records where the rings stand.
+
+mod error;
+pub mod status;
+
+pub use error::ControlError;
+
+/// DDL for the control objects in schema `awa` (migration 1).
+pub const CONTROL_SCHEMA_SQL: &str = include_str!("../sql/control_schema.sql");
+
+/// DDL: defines `awa.install_control_plane(schema, queue, lease, claim)`.
+pub const INSTALL_SQL: &str = include_str!("../sql/install_control_plane.sql");

@@ -1,0 +1,88 @@
+//! Small typed numbers. A `RunLease` is what makes a write to a live
+//! attempt safe: every mutation carries `(JobId, RunLease)` and the planes
+//! reject a lease that is no longer current.
+
+use crate::InvalidInput;
+use std::fmt;
+
+/// A job's id, unique within a substrate.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, sqlx::Type,
+)]
+#[serde(transparent)]
+#[sqlx(transparent)]
+pub struct JobId(pub i64);
+
+impl fmt::Display for JobId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+/// Incremented on every claim of a job; names one attempt uniquely.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, sqlx::Type,
+)]
+#[serde(transparent)]
+#[sqlx(transparent)]
+pub struct RunLease(pub i64);
+
+impl fmt::Display for RunLease {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+/// The attempt number; the first run of a job is attempt 1.
+pub type Attempt = i32;
+
+/// Job priority: 1 (lowest) to 4 (highest), default 2.
+///
+/// A small range keeps the number of lanes per queue small, which keeps a
+/// claim to a handful of index probes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
+#[serde(transparent)]
+pub struct Priority(i16);
+
+impl Priority {
+    pub const MIN: i16 = 1;
+    pub const MAX: i16 = 4;
+    pub const DEFAULT: Priority = Priority(2);
+
+    pub fn new(value: i64) -> Result<Self, InvalidInput> {
+        if !(Self::MIN as i64..=Self::MAX as i64).contains(&value) {
+            return Err(InvalidInput::OutOfRange {
+                what: "priority",
+                value,
+                min: Self::MIN as i64,
+                max: Self::MAX as i64,
+                hint: "1 is lowest, 4 is highest, 2 is the default",
+            });
+        }
+        Ok(Self(value as i16))
+    }
+
+    pub fn get(self) -> i16 {
+        self.0
+    }
+}
+
+impl Default for Priority {
+    fn default() -> Self {
+        Self::DEFAULT
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn priority_range() {
+        assert!(Priority::new(0).is_err());
+        assert!(Priority::new(-1).is_err());
+        assert!(Priority::new(5).is_err());
+        assert_eq!(Priority::new(4).unwrap().get(), 4);
+        assert_eq!(Priority::default().get(), 2);
+    }
+}

@@ -1,0 +1,137 @@
+//! Job shapes that cross plane boundaries.
+
+use crate::{JobId, Priority, QueueName, RunLease};
+use chrono::{DateTime, Utc};
+
+/// A job as a producer describes it.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct NewJob {
+    pub queue: QueueName,
+    pub kind: String,
+    pub args: serde_json::Value,
+    pub priority: Priority,
+    /// `None` or a time not in the future means "runnable now".
+    pub run_at: Option<DateTime<Utc>>,
+    /// `None` uses the queue's default.
+    pub max_attempts: Option<i32>,
+    pub unique_key: Option<String>,
+    pub metadata: Option<serde_json::Value>,
+}
+
+impl NewJob {
+    pub fn new(queue: QueueName, kind: impl Into<String>, args: serde_json::Value) -> Self {
+        Self {
+            queue,
+            kind: kind.into(),
+            args,
+            priority: Priority::default(),
+            run_at: None,
+            max_attempts: None,
+            unique_key: None,
+            metadata: None,
+        }
+    }
+}
+
+/// Proof that one attempt owns a job. Every write to a live attempt carries
+/// it; the execution plane rejects it once the attempt has been finished,
+/// rescued or re-claimed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
+pub struct AttemptToken {
+    pub job_id: JobId,
+    pub run_lease: RunLease,
+    /// Claim-ring slot holding the receipt.
+    pub claim_slot: i32,
+    /// Queue-ring slot holding the body this attempt was claimed from.
+    pub ready_slot: i32,
+    pub ready_seq: i64,
+}
+
+/// A job handed to a worker.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct ClaimedJob {
+    pub token: AttemptToken,
+    pub queue: QueueName,
+    pub kind: String,
+    pub args: serde_json::Value,
+    pub priority: i16,
+    /// 1 on the first run.
+    pub attempt: i32,
+    pub max_attempts: i32,
+    pub created_at: DateTime<Utc>,
+    /// When the job became runnable; pickup latency is measured from here.
+    pub ready_at: DateTime<Utc>,
+    pub metadata: Option<serde_json::Value>,
+}
+
+/// Where a job is in its lifecycle, as the planes together report it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum JobState {
+    Available,
+    Scheduled,
+    Retryable,
+    Snoozed,
+    Running,
+    Completed,
+    Failed,
+    Cancelled,
+    DeadLettered,
+}
+
+impl JobState {
+    pub const ALL: [JobState; 9] = [
+        JobState::Available,
+        JobState::Scheduled,
+        JobState::Retryable,
+        JobState::Snoozed,
+        JobState::Running,
+        JobState::Completed,
+        JobState::Failed,
+        JobState::Cancelled,
+        JobState::DeadLettered,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            JobState::Available => "available",
+            JobState::Scheduled => "scheduled",
+            JobState::Retryable => "retryable",
+            JobState::Snoozed => "snoozed",
+            JobState::Running => "running",
+            JobState::Completed => "completed",
+            JobState::Failed => "failed",
+            JobState::Cancelled => "cancelled",
+            JobState::DeadLettered => "dead_lettered",
+        }
+    }
+
+    pub fn is_terminal(self) -> bool {
+        matches!(
+            self,
+            JobState::Completed | JobState::Failed | JobState::Cancelled | JobState::DeadLettered
+        )
+    }
+}
+
+impl std::str::FromStr for JobState {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        JobState::ALL
+            .into_iter()
+            .find(|state| state.as_str() == s)
+            .ok_or_else(|| {
+                let names: Vec<_> = JobState::ALL.iter().map(|s| s.as_str()).collect();
+                format!(
+                    "unknown job state {s:?}; expected one of {}",
+                    names.join(", ")
+                )
+            })
+    }
+}
+
+impl std::fmt::Display for JobState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}

@@ -1,0 +1,39 @@
+//! The vocabulary every Awa plane speaks.
+//!
+//! Owns: job ids, run leases, validated identifiers (schema and queue
+//! names), priorities, the shape of a queue-storage substrate, and the small
+//! error type shared by those validations.
+//!
+//! Does not own: any SQL, any table, any connection. A plane crate that
+//! needs to talk to Postgres does so itself; this crate only gives it words
+//! that are already known to be valid.
+
+mod ids;
+mod job;
+mod names;
+pub mod sql;
+mod substrate;
+
+pub use ids::{Attempt, JobId, Priority, RunLease};
+pub use job::{AttemptToken, ClaimedJob, JobState, NewJob};
+pub use names::{QueueName, SchemaName, quote_ident};
+pub use substrate::{SlotCounts, SubstrateShape};
+
+/// Invalid input caught before it reaches the database.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum InvalidInput {
+    #[error("invalid {what} {value:?}: {why}")]
+    Name {
+        what: &'static str,
+        value: String,
+        why: String,
+    },
+    #[error("{what} must be between {min} and {max} (got {value}): {hint}")]
+    OutOfRange {
+        what: &'static str,
+        value: i64,
+        min: i64,
+        max: i64,
+        hint: &'static str,
+    },
+}

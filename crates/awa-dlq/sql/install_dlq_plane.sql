@@ -1,0 +1,25 @@
+-- awa.install_dlq_plane(schema)
+--
+-- Dead-lettered jobs held for an operator: full body plus the reason. Kept
+-- until retried, purged, or past the queue's retention.
+CREATE OR REPLACE FUNCTION awa.install_dlq_plane(p_schema text)
+RETURNS void LANGUAGE plpgsql SECURITY INVOKER AS $fn$
+BEGIN
+    EXECUTE format($ddl$
+        CREATE TABLE IF NOT EXISTS %1$I.dlq_entries (
+            job_id       bigint      PRIMARY KEY,
+            queue        text        NOT NULL,
+            priority     smallint    NOT NULL,
+            kind         text        NOT NULL,
+            args         jsonb       NOT NULL,
+            attempt      integer     NOT NULL,
+            max_attempts integer     NOT NULL,
+            run_lease    bigint      NOT NULL,
+            created_at   timestamptz NOT NULL,
+            dead_at      timestamptz NOT NULL DEFAULT now(),
+            last_error   text,
+            metadata     jsonb
+        )$ddl$, p_schema);
+    EXECUTE format('CREATE INDEX IF NOT EXISTS dlq_entries_queue_idx ON %1$I.dlq_entries (queue, dead_at)', p_schema);
+END
+$fn$;

@@ -1,0 +1,8 @@
+/// Errors of this plane.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error(transparent)]
+    Invalid(#[from] awa_core::InvalidInput),
+    #[error("database error: {0}")]
+    Database(#[from] sqlx::Error),
+}

@@ -1,0 +1,14 @@
+//! The dead-letter plane: failed work held for an operator.
+//!
+//! Owns (per substrate schema): `dlq_entries`, with full job bodies, so a
+//! dead-lettered job outlives the ring slot it came from.
+//!
+//! Does not own: the decision to dead-letter (the execution plane makes it
+//! for queues that opted in), or the ready ring a retried job goes back to.
+
+mod error;
+
+pub use error::Error as DlqError;
+
+/// DDL: defines `awa.install_dlq_plane(schema)`.
+pub const INSTALL_SQL: &str = include_str!("../sql/install_dlq_plane.sql");

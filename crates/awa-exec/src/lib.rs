@@ -1,0 +1,17 @@
+//! The execution plane: proof of which attempt owns a job.
+//!
+//! Owns (per substrate schema): the claim ring (`claim_receipts_<n>`,
+//! `claim_closures_<n>`), the lease ring (`leases_<n>`) and
+//! `attempt_state`. Every write to a live attempt is guarded by
+//! `(job_id, run_lease)`: a closure row's primary key lets exactly one
+//! finisher win, so a stale or rescued attempt is rejected, never applied.
+//!
+//! Does not own: job bodies (ready and deferred planes), terminal facts
+//! (awa-history), ring cursors (awa-control). It never truncates.
+
+mod error;
+
+pub use error::Error as ExecError;
+
+/// DDL: defines `awa.install_exec_plane(schema, lease_slots, claim_slots)`.
+pub const INSTALL_SQL: &str = include_str!("../sql/install_exec_plane.sql");

@@ -1,0 +1,76 @@
+-- awa.install_history_plane(schema, queue_slots)
+--
+-- Terminal history. A done entry is a compact fact (who, which attempt,
+-- which outcome, when); the job body is not copied when it is still in the
+-- ready entry of the same queue-ring slot, which is the common case, so
+-- completing a job writes a small row. Done entries share the queue ring:
+-- slot k's history goes when slot k is reclaimed, which is what makes the
+-- retention window "slot count x rotation interval".
+CREATE OR REPLACE FUNCTION awa.install_history_plane(p_schema text, p_queue_slots integer)
+RETURNS void LANGUAGE plpgsql SECURITY INVOKER AS $fn$
+DECLARE
+    i integer;
+BEGIN
+    EXECUTE format($ddl$
+        CREATE TABLE IF NOT EXISTS %1$I.done_entries (
+            slot         integer     NOT NULL,
+            job_id       bigint      NOT NULL,
+            run_lease    bigint      NOT NULL,
+            queue        text        NOT NULL,
+            state        text        NOT NULL CHECK (state IN ('completed', 'failed', 'cancelled')),
+            attempt      integer     NOT NULL,
+            finalized_at timestamptz NOT NULL DEFAULT now(),
+            -- Set when the body is in ready_entries of this slot.
+            ready_seq    bigint,
+            -- Set instead when it is not (cancelled while deferred, ...).
+            body         jsonb,
+            last_error   text,
+            CHECK ((ready_seq IS NULL) <> (body IS NULL))
+        ) PARTITION BY LIST (slot)$ddl$, p_schema);
+    FOR i IN 0 .. p_queue_slots - 1 LOOP
+        EXECUTE format('CREATE TABLE IF NOT EXISTS %1$I.%2$I PARTITION OF %1$I.done_entries FOR VALUES IN (%3$s)',
+                       p_schema, 'done_entries_' || i, i);
+    END LOOP;
+    EXECUTE format('CREATE INDEX IF NOT EXISTS done_entries_job_idx ON %1$I.done_entries (job_id)', p_schema);
+
+    -- Exact counts without counting rows: terminal transitions append deltas,
+    -- maintenance folds them into rollups.
+    EXECUTE format($ddl$
+        CREATE TABLE IF NOT EXISTS %1$I.count_deltas (
+            queue text        NOT NULL,
+            state text        NOT NULL,
+            delta bigint      NOT NULL,
+            at    timestamptz NOT NULL DEFAULT now()
+        )$ddl$, p_schema);
+    EXECUTE format($ddl$
+        CREATE TABLE IF NOT EXISTS %1$I.count_rollups (
+            queue      text        NOT NULL,
+            state      text        NOT NULL,
+            total      bigint      NOT NULL DEFAULT 0,
+            updated_at timestamptz NOT NULL DEFAULT now(),
+            PRIMARY KEY (queue, state)
+        )$ddl$, p_schema);
+
+    -- The public read view: terminal facts hydrated with their bodies.
+    EXECUTE format($ddl$
+        CREATE OR REPLACE VIEW %1$I.terminal_jobs AS
+        SELECT d.job_id                                                AS id,
+               d.queue,
+               coalesce(r.kind, d.body ->> 'kind')                     AS kind,
+               coalesce(r.args, d.body -> 'args')                      AS args,
+               coalesce(r.priority, (d.body ->> 'priority')::smallint) AS priority,
+               d.state,
+               d.attempt,
+               coalesce(r.max_attempts, (d.body ->> 'max_attempts')::integer) AS max_attempts,
+               d.run_lease,
+               coalesce(r.created_at, (d.body ->> 'created_at')::timestamptz) AS created_at,
+               d.finalized_at,
+               d.last_error,
+               coalesce(r.metadata, d.body -> 'metadata')              AS metadata,
+               d.slot                                                  AS ring_slot
+          FROM %1$I.done_entries d
+          LEFT JOIN %1$I.ready_entries r
+            ON r.slot = d.slot AND r.job_id = d.job_id AND r.lane_seq = d.ready_seq
+    $ddl$, p_schema);
+END
+$fn$;

@@ -1,0 +1,5 @@
+-- Whether a schema takes part in routing: active, or the target of a
+-- transition, or still named by a runtime. Such a schema must not be reset.
+SELECT EXISTS (SELECT 1 FROM awa.storage_transition_state
+                WHERE active_schema = $1 OR target_schema = $1)
+    OR EXISTS (SELECT 1 FROM awa.runtime_storage_backends WHERE schema_name = $1)

@@ -1,0 +1,82 @@
+use awa_core::InvalidInput;
+
+/// Errors of migration, installation and maintenance.
+#[derive(Debug, thiserror::Error)]
+pub enum MaintError {
+    #[error(transparent)]
+    Invalid(#[from] InvalidInput),
+
+    #[error(
+        "the database is at schema version {found}, newer than the {known} this binary knows; \
+         upgrade this binary (or use one at least as new as the one that migrated the database)"
+    )]
+    SchemaTooNew { found: i32, known: i32 },
+
+    #[error(
+        "the database has not been migrated; run `awa migrate` (or `cargo xtask migrate`) first"
+    )]
+    NotMigrated,
+
+    #[error(
+        "the default substrate `awa` cannot be reset: its schema also holds the migration and \
+         transition metadata. Restore from a backup and rerun migrations for a full rebuild, or \
+         prepare a custom schema with --schema NAME"
+    )]
+    DefaultSchemaReset,
+
+    #[error(
+        "schema `{0}` is in use by the storage routing (active, transition target, or named by a \
+         runtime); finish or abort the transition before resetting it"
+    )]
+    SchemaInUse(String),
+
+    #[error(
+        "schema `{0}` is not an Awa substrate, so --reset will not drop it; choose another schema name"
+    )]
+    NotASubstrate(String),
+
+    #[error("{message}{}", hint.as_ref().map(|h| format!(" (hint: {h})")).unwrap_or_default())]
+    Rejected {
+        message: String,
+        hint: Option<String>,
+        sqlstate: String,
+    },
+
+    #[error("could not write the migration files: {0}")]
+    Io(#[from] std::io::Error),
+
+    #[error("database error: {0}")]
+    Database(sqlx::Error),
+}
+
+impl From<sqlx::Error> for MaintError {
+    /// Errors the SQL helpers raise on purpose (bad names, bad sizes,
+    /// refused resizes) carry a message and hint meant for the user; pass
+    /// them through instead of burying them in a generic database error.
+    fn from(err: sqlx::Error) -> Self {
+        if let sqlx::Error::Database(db) = &err
+            && let Some(code) = db.code()
+            && matches!(&*code, "22023" | "42602" | "42P06")
+        {
+            let hint = db
+                .try_downcast_ref::<sqlx::postgres::PgDatabaseError>()
+                .and_then(|pg| pg.hint().map(str::to_string));
+            return MaintError::Rejected {
+                message: db.message().to_string(),
+                hint,
+                sqlstate: code.to_string(),
+            };
+        }
+        MaintError::Database(err)
+    }
+}
+
+impl MaintError {
+    /// SQLSTATE of an error the database raised on purpose, if any.
+    pub fn sqlstate(&self) -> Option<&str> {
+        match self {
+            MaintError::Rejected { sqlstate, .. } => Some(sqlstate),
+            _ => None,
+        }
+    }
+}

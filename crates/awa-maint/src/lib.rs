@@ -1,0 +1,16 @@
+//! Composition of the planes: the migration set, the substrate installer,
+//! and (from the job path on) the maintenance leader.
+//!
+//! Owns: the ordered list of migrations and the SQL helper
+//! `awa.install_queue_storage_substrate(...)`, which calls each plane's
+//! installer. It is the only crate that issues DDL at run time.
+//!
+//! Does not own: any table. Every table is declared by the plane that owns
+//! it; this crate decides only the order in which they are installed.
+
+mod error;
+pub mod migrate;
+pub mod substrate;
+
+pub use error::MaintError;
+pub use migrate::{LATEST_VERSION, MigrateReport, Migration, migrate, migrations};

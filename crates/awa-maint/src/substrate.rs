@@ -1,0 +1,76 @@
+//! Preparing queue-storage substrates (`awa storage prepare-queue-storage-schema`).
+
+use crate::{MaintError, migrate::check_compatible};
+use awa_core::{SubstrateShape, sql::statement};
+use sqlx::{Connection, PgConnection};
+
+/// What preparing did.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PrepareOutcome {
+    Installed,
+    Unchanged,
+    Reset,
+}
+
+/// Install (or confirm) a substrate. With `reset`, drop and re-create a
+/// custom substrate that is not in use. All in one transaction: on any
+/// error the database is left as it was.
+pub async fn prepare(
+    conn: &mut PgConnection,
+    shape: &SubstrateShape,
+    reset: bool,
+) -> Result<PrepareOutcome, MaintError> {
+    if reset && shape.schema.is_default() {
+        return Err(MaintError::DefaultSchemaReset);
+    }
+    match check_compatible(conn).await? {
+        None => return Err(MaintError::NotMigrated),
+        Some(_) => {}
+    }
+    let mut tx = conn.begin().await?;
+    let name = shape.schema.as_str();
+    let mut did_reset = false;
+    if reset {
+        let is_substrate: bool = sqlx::query_scalar(include_str!("../sql/is_substrate.sql"))
+            .bind(name)
+            .fetch_one(&mut *tx)
+            .await?;
+        let schema_exists: bool = sqlx::query_scalar(include_str!("../sql/schema_exists.sql"))
+            .bind(name)
+            .fetch_one(&mut *tx)
+            .await?;
+        if schema_exists && !is_substrate {
+            return Err(MaintError::NotASubstrate(name.to_string()));
+        }
+        let in_use: bool = sqlx::query_scalar(include_str!("../sql/substrate_in_use.sql"))
+            .bind(name)
+            .fetch_one(&mut *tx)
+            .await?;
+        if in_use {
+            return Err(MaintError::SchemaInUse(name.to_string()));
+        }
+        if is_substrate {
+            sqlx::query(statement(
+                include_str!("../sql/drop_substrate.sql"),
+                &shape.schema,
+            ))
+            .execute(&mut *tx)
+            .await?;
+            did_reset = true;
+        }
+    }
+    let result: String = sqlx::query_scalar(include_str!("../sql/prepare_substrate.sql"))
+        .bind(name)
+        .bind(shape.slots.queue)
+        .bind(shape.slots.lease)
+        .bind(shape.slots.claim)
+        .fetch_one(&mut *tx)
+        .await?;
+    tx.commit().await?;
+    Ok(match (did_reset, result.as_str()) {
+        (true, _) => PrepareOutcome::Reset,
+        (false, "unchanged") => PrepareOutcome::Unchanged,
+        _ => PrepareOutcome::Installed,
+    })
+}

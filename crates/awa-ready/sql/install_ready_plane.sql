@@ -1,0 +1,61 @@
+-- awa.install_ready_plane(schema, queue_slots)
+--
+-- The ready queue: runnable work appended to the current queue-ring slot and
+-- claimed in lane order. Rows here are never updated or deleted; a claim
+-- moves the lane head past them and a cancellation adds a tombstone. Whole
+-- slots are reclaimed with TRUNCATE by maintenance.
+CREATE OR REPLACE FUNCTION awa.install_ready_plane(p_schema text, p_queue_slots integer)
+RETURNS void LANGUAGE plpgsql SECURITY INVOKER AS $fn$
+DECLARE
+    i integer;
+BEGIN
+    EXECUTE format('CREATE SEQUENCE IF NOT EXISTS %1$I.job_id_seq AS bigint', p_schema);
+    -- Lane positions. CACHE 1 is load-bearing: the claim frontier reads
+    -- last_value as an upper bound of every position handed out so far,
+    -- which per-session caches would break.
+    EXECUTE format('CREATE SEQUENCE IF NOT EXISTS %1$I.ready_seq AS bigint CACHE 1', p_schema);
+
+    EXECUTE format($ddl$
+        CREATE TABLE IF NOT EXISTS %1$I.ready_entries (
+            slot         integer     NOT NULL,
+            queue        text        NOT NULL,
+            priority     smallint    NOT NULL,
+            shard        smallint    NOT NULL,
+            lane_seq     bigint      NOT NULL,
+            job_id       bigint      NOT NULL,
+            kind         text        NOT NULL,
+            args         jsonb       NOT NULL,
+            attempt      integer     NOT NULL,  -- attempts already made
+            max_attempts integer     NOT NULL,
+            run_lease    bigint      NOT NULL,  -- leases already issued
+            created_at   timestamptz NOT NULL,  -- first enqueue of the job
+            ready_at     timestamptz NOT NULL,  -- when this row became runnable
+            unique_key   text,
+            metadata     jsonb
+        ) PARTITION BY LIST (slot)$ddl$, p_schema);
+
+    FOR i IN 0 .. p_queue_slots - 1 LOOP
+        EXECUTE format('CREATE TABLE IF NOT EXISTS %1$I.%2$I PARTITION OF %1$I.ready_entries FOR VALUES IN (%3$s)',
+                       p_schema, 'ready_entries_' || i, i);
+    END LOOP;
+    -- The claim walks a lane in order from its head.
+    EXECUTE format('CREATE INDEX IF NOT EXISTS ready_entries_lane_idx ON %1$I.ready_entries (queue, priority, shard, lane_seq)', p_schema);
+    -- Lookups by id: dump, cancel, hydrating terminal history.
+    EXECUTE format('CREATE INDEX IF NOT EXISTS ready_entries_job_idx ON %1$I.ready_entries (job_id)', p_schema);
+
+    -- Cancelled-before-claim markers, in the same slot as the entry they
+    -- cancel so both disappear together.
+    EXECUTE format($ddl$
+        CREATE TABLE IF NOT EXISTS %1$I.ready_tombstones (
+            slot         integer     NOT NULL,
+            job_id       bigint      NOT NULL,
+            lane_seq     bigint      NOT NULL,
+            cancelled_at timestamptz NOT NULL DEFAULT now(),
+            PRIMARY KEY (slot, job_id, lane_seq)
+        ) PARTITION BY LIST (slot)$ddl$, p_schema);
+    FOR i IN 0 .. p_queue_slots - 1 LOOP
+        EXECUTE format('CREATE TABLE IF NOT EXISTS %1$I.%2$I PARTITION OF %1$I.ready_tombstones FOR VALUES IN (%3$s)',
+                       p_schema, 'ready_tombstones_' || i, i);
+    END LOOP;
+END
+$fn$;

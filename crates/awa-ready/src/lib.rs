@@ -1,0 +1,19 @@
+//! The ready plane: runnable work, appended to the current slot of the
+//! queue ring and claimed in ordered lanes.
+//!
+//! Owns (per substrate schema): `ready_entries` and its ring slots
+//! `ready_entries_<n>`, `ready_tombstones_<n>`, and the `job_id_seq` and
+//! `ready_seq` sequences. Rows here are append-only: a claim advances the
+//! lane head (control plane), a cancellation adds a tombstone, and only the
+//! maintenance leader removes rows, a whole slot at a time.
+//!
+//! Does not own: lane heads and ring ledgers (awa-control), claim receipts
+//! (awa-exec), terminal facts (awa-history). It never truncates anything.
+
+mod error;
+
+pub use error::ReadyError;
+
+/// DDL: defines `awa.install_ready_plane(schema, queue_slots)`, called by
+/// the substrate installer.
+pub const INSTALL_SQL: &str = include_str!("../sql/install_ready_plane.sql");
