@@ -18,7 +18,7 @@ BEGIN
             max_attempts integer     NOT NULL,
             run_lease    bigint      NOT NULL,
             run_at       timestamptz NOT NULL,
-            reason       text        NOT NULL CHECK (reason IN ('scheduled', 'retry', 'snoozed')),
+            reason       text        NOT NULL CHECK (reason IN ('scheduled', 'retry', 'snoozed', 'released')),
             created_at   timestamptz NOT NULL,
             unique_key   text,
             metadata     jsonb,

@@ -15,3 +15,9 @@ pub use error::Error as ExecError;
 
 /// DDL: defines `awa.install_exec_plane(schema, lease_slots, claim_slots)`.
 pub const INSTALL_SQL: &str = include_str!("../sql/install_exec_plane.sql");
+
+/// Runtime functions installed into every substrate.
+pub const FUNCTIONS: &[(&str, &str)] = &[
+    ("claim", include_str!("../sql/fn_claim.sql")),
+    ("finish", include_str!("../sql/fn_finish.sql")),
+];

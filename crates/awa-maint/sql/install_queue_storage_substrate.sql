@@ -16,6 +16,18 @@
 --   safely under load.
 --
 -- Returns 'installed' or 'unchanged'.
+
+-- Templates of the per-substrate runtime functions (enqueue, claim, finish,
+-- ...). Each plane writes its functions against the placeholder {schema};
+-- the installer instantiates every template for the schema it installs.
+-- Kept in a table so a custom substrate prepared long after migrating gets
+-- exactly the functions of the schema version in force.
+CREATE TABLE IF NOT EXISTS awa.substrate_functions (
+    name text    PRIMARY KEY,
+    ord  integer NOT NULL,
+    body text    NOT NULL
+);
+
 CREATE OR REPLACE FUNCTION awa.install_queue_storage_substrate(
     p_schema            text,
     p_queue_slot_count  integer DEFAULT 16,
@@ -28,6 +40,7 @@ DECLARE
     v_existing record;
     v_info_exists boolean;
     v_was_installed boolean := false;
+    v_fn record;
 BEGIN
     IF p_schema IS NULL
        OR p_schema !~ '^[a-z_][a-z0-9_]*$'
@@ -99,6 +112,10 @@ BEGIN
     PERFORM awa.install_exec_plane(p_schema, p_lease_slot_count, p_claim_slot_count);
     PERFORM awa.install_history_plane(p_schema, p_queue_slot_count);
     PERFORM awa.install_dlq_plane(p_schema);
+    -- Runtime functions come last: they may refer to any plane's tables.
+    FOR v_fn IN SELECT f.body FROM awa.substrate_functions f ORDER BY f.ord LOOP
+        EXECUTE replace(v_fn.body, '{schema}', quote_ident(p_schema));
+    END LOOP;
 
     IF v_was_installed THEN
         RETURN 'unchanged';

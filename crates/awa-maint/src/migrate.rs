@@ -50,13 +50,41 @@ fn v1() -> Migration {
         awa_history::INSTALL_SQL,
         awa_dlq::INSTALL_SQL,
         include_str!("../sql/install_queue_storage_substrate.sql"),
-        include_str!("../sql/install_default_substrate.sql"),
     ];
+    let mut sql = parts.join("\n\n");
+    sql.push_str(&function_templates());
+    sql.push_str(include_str!("../sql/install_default_substrate.sql"));
     Migration {
         version: 1,
         description: "queue storage substrate",
-        sql: parts.join("\n\n"),
+        sql,
     }
+}
+
+/// Every plane's runtime functions, in install order.
+fn all_functions() -> impl Iterator<Item = &'static (&'static str, &'static str)> {
+    awa_ready::FUNCTIONS
+        .iter()
+        .chain(awa_deferred::FUNCTIONS)
+        .chain(awa_exec::FUNCTIONS)
+}
+
+/// Statements storing the runtime function templates for the installer.
+fn function_templates() -> String {
+    const QUOTE: &str = "$awa_template$";
+    let mut out = String::from("\n-- Runtime function templates, instantiated per substrate.\n");
+    for (ord, (name, body)) in all_functions().enumerate() {
+        assert!(
+            !body.contains(QUOTE),
+            "function template {name} must not contain {QUOTE}"
+        );
+        out.push_str(&format!(
+            "INSERT INTO awa.substrate_functions (name, ord, body) VALUES ('{name}', {ord}, {QUOTE}{body}{QUOTE})\n\
+             ON CONFLICT (name) DO UPDATE SET ord = EXCLUDED.ord, body = EXCLUDED.body;\n"
+        ));
+    }
+    out.push('\n');
+    out
 }
 
 /// Every migration, oldest first.

@@ -17,3 +17,12 @@ pub use error::ReadyError;
 /// DDL: defines `awa.install_ready_plane(schema, queue_slots)`, called by
 /// the substrate installer.
 pub const INSTALL_SQL: &str = include_str!("../sql/install_ready_plane.sql");
+
+/// Runtime functions installed into every substrate (`{schema}` is replaced
+/// by the substrate's quoted schema name).
+pub const FUNCTIONS: &[(&str, &str)] = &[
+    ("ready_append", include_str!("../sql/fn_ready_append.sql")),
+    ("ready_take", include_str!("../sql/fn_ready_take.sql")),
+    ("ready_tombstone", include_str!("../sql/fn_ready_tombstone.sql")),
+    ("enqueue", include_str!("../sql/fn_enqueue.sql")),
+];

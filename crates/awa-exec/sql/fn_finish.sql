@@ -1,0 +1,147 @@
+-- {schema}.finish(job_ids, run_leases, claim_slots, outcomes, delays, errors):
+-- the guarded finish path. Every way an attempt ends goes through here:
+-- the worker's complete/retry/snooze/cancel/fail, graceful-shutdown
+-- release, and maintenance's rescue. Many attempts per call.
+--
+-- outcomes: complete | retry | snooze | cancel | fail | release | rescue
+-- delays:   for retry/snooze, NULL means the default backoff
+--           (2^attempt seconds, at most an hour, +-25% jitter).
+--
+-- The guard: an attempt is finished only if its receipt exists and this
+-- call inserts its closure. The closure's primary key (slot, job_id,
+-- run_lease) lets exactly one finisher win; a stale lease, a second
+-- completion, or a completion racing a rescue gets accepted = false and
+-- changes nothing.
+--
+-- Where the job goes next (next_state):
+--   completed / cancelled / failed -> terminal history (done_entries)
+--   dead_lettered                  -> dlq_entries (queue opted in)
+--   retryable / snoozed / available -> deferred_jobs, promoted when due
+-- Retries past max_attempts fail (or dead-letter); snooze and release do
+-- not count the attempt.
+CREATE OR REPLACE FUNCTION {schema}.finish(
+    p_job_ids     bigint[],
+    p_run_leases  bigint[],
+    p_claim_slots integer[],
+    p_outcomes    text[],
+    p_delays      interval[],
+    p_errors      text[]
+) RETURNS TABLE (job_id bigint, run_lease bigint, accepted boolean, next_state text)
+LANGUAGE plpgsql AS $fn$
+#variable_conflict use_column
+BEGIN
+    IF EXISTS (SELECT 1 FROM unnest(p_outcomes) o
+                WHERE o IS NULL OR o NOT IN ('complete', 'retry', 'snooze', 'cancel', 'fail', 'release', 'rescue')) THEN
+        RAISE EXCEPTION 'unknown finish outcome in %', p_outcomes
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'Use complete, retry, snooze, cancel, fail, release or rescue.';
+    END IF;
+
+    RETURN QUERY
+    WITH input AS (
+        SELECT i.*
+          FROM unnest(p_job_ids, p_run_leases, p_claim_slots, p_outcomes, p_delays, p_errors)
+               WITH ORDINALITY AS i(job_id, run_lease, claim_slot, outcome, delay, error, ord)
+    ),
+    live AS (
+        -- A pair named twice in one call is finished once: the first wins.
+        SELECT DISTINCT ON (i.job_id, i.run_lease)
+               i.*, r.queue, r.attempt, r.ready_slot, r.ready_seq,
+               e.kind, e.args, e.priority, e.max_attempts, e.created_at, e.unique_key, e.metadata,
+               coalesce(m.dlq_enabled, false) AS dlq
+          FROM input i
+          JOIN {schema}.claim_receipts r
+            ON r.slot = i.claim_slot AND r.job_id = i.job_id AND r.run_lease = i.run_lease
+          JOIN {schema}.ready_entries e
+            ON e.slot = r.ready_slot AND e.job_id = r.job_id AND e.lane_seq = r.ready_seq
+          LEFT JOIN awa.queue_meta m ON m.queue = r.queue
+         ORDER BY i.job_id, i.run_lease, i.ord
+    ),
+    decided AS (
+        SELECT l.*,
+               CASE
+                   WHEN l.outcome = 'complete' THEN 'completed'
+                   WHEN l.outcome = 'cancel' THEN 'cancelled'
+                   WHEN l.outcome = 'snooze' THEN 'snoozed'
+                   WHEN l.outcome = 'release' THEN 'available'
+                   WHEN l.outcome IN ('retry', 'rescue') AND l.attempt < l.max_attempts THEN 'retryable'
+                   WHEN l.dlq THEN 'dead_lettered'
+                   ELSE 'failed'
+               END AS next_state
+          FROM live l
+    ),
+    closed AS (
+        INSERT INTO {schema}.claim_closures AS c (slot, job_id, run_lease, outcome)
+        SELECT d.claim_slot, d.job_id, d.run_lease,
+               CASE d.outcome
+                   WHEN 'rescue' THEN 'rescued'
+                   WHEN 'release' THEN 'released'
+                   WHEN 'retry' THEN CASE d.next_state WHEN 'retryable' THEN 'retried' ELSE d.next_state END
+                   ELSE d.next_state
+               END
+          FROM decided d
+        ON CONFLICT DO NOTHING
+        RETURNING c.slot, c.job_id, c.run_lease
+    ),
+    won AS (
+        SELECT d.*
+          FROM decided d
+          JOIN closed c ON c.slot = d.claim_slot AND c.job_id = d.job_id AND c.run_lease = d.run_lease
+    ),
+    history AS (
+        INSERT INTO {schema}.done_entries
+            (slot, job_id, run_lease, queue, state, attempt, ready_seq, last_error)
+        SELECT w.ready_slot, w.job_id, w.run_lease, w.queue, w.next_state, w.attempt, w.ready_seq, w.error
+          FROM won w
+         WHERE w.next_state IN ('completed', 'cancelled', 'failed')
+    ),
+    deferred AS (
+        INSERT INTO {schema}.deferred_jobs
+            (job_id, queue, priority, kind, args, attempt, max_attempts, run_lease, run_at,
+             reason, created_at, unique_key, metadata, last_error)
+        SELECT w.job_id, w.queue, w.priority, w.kind, w.args,
+               CASE WHEN w.next_state = 'retryable' THEN w.attempt ELSE w.attempt - 1 END,
+               w.max_attempts, w.run_lease,
+               CASE WHEN w.next_state = 'available' THEN now()
+                    ELSE now() + coalesce(w.delay,
+                        make_interval(secs => least(power(2, w.attempt), 3600) * (0.75 + random() * 0.5)))
+               END,
+               CASE w.next_state WHEN 'retryable' THEN 'retry' WHEN 'snoozed' THEN 'snoozed' ELSE 'released' END,
+               w.created_at, w.unique_key, w.metadata, w.error
+          FROM won w
+         WHERE w.next_state IN ('retryable', 'snoozed', 'available')
+    ),
+    dead AS (
+        INSERT INTO {schema}.dlq_entries
+            (job_id, queue, priority, kind, args, attempt, max_attempts, run_lease,
+             created_at, last_error, metadata)
+        SELECT w.job_id, w.queue, w.priority, w.kind, w.args, w.attempt, w.max_attempts,
+               w.run_lease, w.created_at, w.error, w.metadata
+          FROM won w
+         WHERE w.next_state = 'dead_lettered'
+    ),
+    counted AS (
+        INSERT INTO {schema}.count_deltas (queue, state, delta)
+        SELECT w.queue, w.next_state, count(*)
+          FROM won w
+         WHERE w.next_state IN ('completed', 'cancelled', 'failed', 'dead_lettered')
+         GROUP BY w.queue, w.next_state
+    ),
+    unique_released AS (
+        DELETE FROM {schema}.job_uniques u
+         USING won w
+         WHERE u.job_id = w.job_id AND w.unique_key IS NOT NULL
+           AND w.next_state IN ('completed', 'cancelled', 'failed', 'dead_lettered')
+    ),
+    state_dropped AS (
+        DELETE FROM {schema}.attempt_state s
+         USING won w
+         WHERE s.job_id = w.job_id
+           AND w.next_state IN ('completed', 'cancelled', 'failed', 'dead_lettered')
+    )
+    SELECT i.job_id, i.run_lease, w.job_id IS NOT NULL, w.next_state
+      FROM input i
+      LEFT JOIN won w ON w.ord = i.ord
+     ORDER BY i.ord;
+END
+$fn$;

@@ -1,0 +1,100 @@
+-- {schema}.enqueue(...): the producer's entry point, inside the caller's
+-- transaction (commit makes the jobs visible, rollback leaves no trace).
+-- Parallel arrays, one element per job; many jobs per call.
+--
+-- * max_attempts NULL takes the queue's default (awa.queue_meta, else 25).
+-- * run_at NULL or not in the future: runnable now, appended to the ready
+--   ring in array order; otherwise held by the deferred plane.
+-- * unique_key: at most one non-terminal job per key. A job whose key is
+--   taken is not inserted; its row reports the owner's id and
+--   inserted = false. A concurrent enqueue of the same key waits for the
+--   first to commit or roll back (the primary key of job_uniques).
+--
+-- Returns one row per input element, in input order.
+CREATE OR REPLACE FUNCTION {schema}.enqueue(
+    p_queues       text[],
+    p_kinds        text[],
+    p_args         jsonb[],
+    p_priorities   smallint[],
+    p_run_at       timestamptz[],
+    p_max_attempts integer[],
+    p_unique_keys  text[],
+    p_metadata     jsonb[]
+) RETURNS TABLE (job_id bigint, inserted boolean, scheduled boolean)
+LANGUAGE plpgsql AS $fn$
+#variable_conflict use_column
+DECLARE
+    v_n      integer := coalesce(array_length(p_queues, 1), 0);
+    v_ids    bigint[];
+    v_owners bigint[];
+    v_max    integer[];
+    v_now_runnable boolean;
+    a_ids bigint[]; a_queues text[]; a_priorities smallint[]; a_kinds text[]; a_args jsonb[];
+    a_max integer[]; a_run_at timestamptz[]; a_keys text[]; a_meta jsonb[];
+BEGIN
+    IF v_n = 0 THEN
+        RETURN;
+    END IF;
+    IF array_length(p_kinds, 1) IS DISTINCT FROM v_n OR array_length(p_args, 1) IS DISTINCT FROM v_n
+       OR array_length(p_priorities, 1) IS DISTINCT FROM v_n OR array_length(p_run_at, 1) IS DISTINCT FROM v_n
+       OR array_length(p_max_attempts, 1) IS DISTINCT FROM v_n OR array_length(p_unique_keys, 1) IS DISTINCT FROM v_n
+       OR array_length(p_metadata, 1) IS DISTINCT FROM v_n THEN
+        RAISE EXCEPTION 'enqueue arrays differ in length' USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+
+    -- ready_append's ordering rule: xid before any lane position.
+    PERFORM pg_current_xact_id();
+
+    v_ids := ARRAY(SELECT nextval('{schema}.job_id_seq') FROM generate_series(1, v_n));
+    v_max := ARRAY(SELECT coalesce(i.max_attempts, m.max_attempts, 25)
+                     FROM unnest(p_queues, p_max_attempts) WITH ORDINALITY AS i(queue, max_attempts, ord)
+                     LEFT JOIN awa.queue_meta m ON m.queue = i.queue
+                    ORDER BY i.ord);
+
+    IF EXISTS (SELECT 1 FROM unnest(p_unique_keys) k WHERE k IS NOT NULL) THEN
+        INSERT INTO {schema}.job_uniques (unique_key, job_id)
+        SELECT k.key, k.id FROM unnest(p_unique_keys, v_ids) AS k(key, id)
+         WHERE k.key IS NOT NULL
+        ON CONFLICT DO NOTHING;
+        -- A new statement sees keys committed by racing producers.
+        v_owners := ARRAY(SELECT coalesce(u.job_id, k.id)
+                            FROM unnest(p_unique_keys, v_ids) WITH ORDINALITY AS k(key, id, ord)
+                            LEFT JOIN {schema}.job_uniques u ON u.unique_key = k.key
+                           ORDER BY k.ord);
+    ELSE
+        v_owners := v_ids;
+    END IF;
+
+    -- Split the jobs that are ours to insert into runnable and scheduled,
+    -- keeping input order (array_agg ... ORDER BY ord).
+    FOR v_now_runnable IN SELECT true UNION ALL SELECT false LOOP
+        SELECT array_agg(i.id ORDER BY i.ord), array_agg(i.q ORDER BY i.ord),
+               array_agg(i.p ORDER BY i.ord), array_agg(i.k ORDER BY i.ord),
+               array_agg(i.a ORDER BY i.ord), array_agg(i.m ORDER BY i.ord),
+               array_agg(i.run_at ORDER BY i.ord), array_agg(i.u ORDER BY i.ord),
+               array_agg(i.md ORDER BY i.ord)
+          INTO a_ids, a_queues, a_priorities, a_kinds, a_args, a_max, a_run_at, a_keys, a_meta
+          FROM unnest(v_ids, v_owners, p_run_at, p_queues, p_priorities, p_kinds, p_args,
+                      v_max, p_unique_keys, p_metadata)
+               WITH ORDINALITY AS i(id, owner, run_at, q, p, k, a, m, u, md, ord)
+         WHERE i.id = i.owner
+           AND (i.run_at IS NULL OR i.run_at <= now()) = v_now_runnable;
+        CONTINUE WHEN a_ids IS NULL;
+        IF v_now_runnable THEN
+            PERFORM 1 FROM {schema}.ready_append(
+                a_ids, a_queues, a_priorities, a_kinds, a_args,
+                array_fill(0, ARRAY[cardinality(a_ids)]), a_max,
+                array_fill(0::bigint, ARRAY[cardinality(a_ids)]),
+                array_fill(now(), ARRAY[cardinality(a_ids)]), a_keys, a_meta);
+        ELSE
+            PERFORM {schema}.deferred_schedule(
+                a_ids, a_queues, a_priorities, a_kinds, a_args, a_max, a_run_at, a_keys, a_meta);
+        END IF;
+    END LOOP;
+
+    RETURN QUERY
+    SELECT i.owner, i.id = i.owner, i.run_at IS NOT NULL AND i.run_at > now()
+      FROM unnest(v_ids, v_owners, p_run_at) WITH ORDINALITY AS i(id, owner, run_at, ord)
+     ORDER BY i.ord;
+END
+$fn$;

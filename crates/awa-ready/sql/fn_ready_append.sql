@@ -1,0 +1,72 @@
+-- {schema}.ready_append(...): append runnable jobs to the current queue-ring
+-- slot. Used by enqueue, promotion and release; nothing else inserts into
+-- ready_entries.
+--
+-- Parameters are parallel arrays, one element per job, in lane order.
+-- Returns each job's id, slot and lane position.
+--
+-- Ordering rule that must not be broken: the transaction id is assigned
+-- BEFORE any lane position is drawn from ready_seq. The claim frontier
+-- (see ready_take) proves a position settled by waiting for every
+-- transaction that was running when it read ready_seq; a writer that drew
+-- a position before it had an xid would be invisible to that proof.
+--
+-- Lane heads are created here on first use; ON CONFLICT DO NOTHING finds
+-- an existing lane in the index and writes nothing.
+CREATE OR REPLACE FUNCTION {schema}.ready_append(
+    p_job_ids      bigint[],
+    p_queues       text[],
+    p_priorities   smallint[],
+    p_kinds        text[],
+    p_args         jsonb[],
+    p_attempts     integer[],
+    p_max_attempts integer[],
+    p_run_leases   bigint[],
+    p_created_at   timestamptz[],
+    p_unique_keys  text[],
+    p_metadata     jsonb[]
+) RETURNS TABLE (job_id bigint, slot integer, lane_seq bigint)
+LANGUAGE plpgsql AS $fn$
+#variable_conflict use_column
+DECLARE
+    v_slot integer;
+BEGIN
+    PERFORM pg_current_xact_id();
+
+    SELECT l.slot INTO v_slot
+      FROM {schema}.ring_ledger l
+     WHERE l.ring = 'queue'
+     ORDER BY l.generation DESC
+     LIMIT 1;
+
+    INSERT INTO {schema}.lane_heads (queue, priority, shard)
+    SELECT DISTINCT i.queue, i.priority, (i.job_id % coalesce(m.shard_count, 1))::smallint
+      FROM unnest(p_queues, p_priorities, p_job_ids) AS i(queue, priority, job_id)
+      LEFT JOIN awa.queue_meta m ON m.queue = i.queue
+    ON CONFLICT DO NOTHING;
+
+    -- unnest preserves array order, so lane positions follow it.
+    RETURN QUERY
+    INSERT INTO {schema}.ready_entries AS r
+        (slot, queue, priority, shard, lane_seq, job_id, kind, args, attempt,
+         max_attempts, run_lease, created_at, ready_at, unique_key, metadata)
+    SELECT v_slot, i.queue, i.priority,
+           (i.job_id % coalesce(m.shard_count, 1))::smallint,
+           nextval('{schema}.ready_seq'),
+           i.job_id, i.kind, i.args, i.attempt, i.max_attempts, i.run_lease,
+           i.created_at, clock_timestamp(), i.unique_key, i.metadata
+      FROM unnest(p_job_ids, p_queues, p_priorities, p_kinds, p_args, p_attempts,
+                  p_max_attempts, p_run_leases, p_created_at, p_unique_keys, p_metadata)
+           WITH ORDINALITY
+           AS i(job_id, queue, priority, kind, args, attempt, max_attempts, run_lease,
+                created_at, unique_key, metadata, ord)
+      LEFT JOIN awa.queue_meta m ON m.queue = i.queue
+     ORDER BY i.ord
+    RETURNING r.job_id, r.slot, r.lane_seq;
+
+    -- One notification per queue per transaction: PostgreSQL folds
+    -- identical notifications of a transaction into one, so a batch or a
+    -- transaction of many enqueues wakes workers once.
+    PERFORM pg_notify('awa_ready', q) FROM (SELECT DISTINCT unnest(p_queues) AS q) s;
+END
+$fn$;
