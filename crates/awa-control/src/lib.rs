@@ -11,6 +11,7 @@
 //! records where the rings stand.
 
 mod error;
+pub mod queues;
 pub mod status;
 
 pub use error::ControlError;

@@ -135,3 +135,45 @@ impl std::fmt::Display for JobState {
         f.write_str(self.as_str())
     }
 }
+
+impl NewJob {
+    pub const MAX_KIND_LEN: usize = 255;
+    pub const MAX_UNIQUE_KEY_LEN: usize = 512;
+    pub const MAX_ATTEMPTS: i32 = 1000;
+
+    /// Check what the types cannot: kind, max attempts, unique key.
+    pub fn validate(&self) -> Result<(), crate::InvalidInput> {
+        use crate::InvalidInput;
+        if self.kind.is_empty()
+            || self.kind.len() > Self::MAX_KIND_LEN
+            || self.kind.chars().any(char::is_control)
+        {
+            return Err(InvalidInput::Name {
+                what: "job kind",
+                value: self.kind.clone(),
+                why: "it must be 1 to 255 bytes without control characters".into(),
+            });
+        }
+        if let Some(max) = self.max_attempts
+            && !(1..=Self::MAX_ATTEMPTS).contains(&max)
+        {
+            return Err(InvalidInput::OutOfRange {
+                what: "max attempts",
+                value: max as i64,
+                min: 1,
+                max: Self::MAX_ATTEMPTS as i64,
+                hint: "a job runs at least once; leave it unset for the queue default",
+            });
+        }
+        if let Some(key) = &self.unique_key
+            && (key.is_empty() || key.len() > Self::MAX_UNIQUE_KEY_LEN)
+        {
+            return Err(InvalidInput::Name {
+                what: "unique key",
+                value: key.clone(),
+                why: "it must be 1 to 512 bytes".into(),
+            });
+        }
+        Ok(())
+    }
+}

@@ -8,14 +8,22 @@
 //! ready plane's SQL), nor anything in the rings; it never truncates.
 
 mod error;
+mod plane;
 
 pub use error::Error as DeferredError;
+pub use plane::{DeferredPlane, PgDeferredPlane};
 
 /// DDL: defines `awa.install_deferred_plane(schema)`.
 pub const INSTALL_SQL: &str = include_str!("../sql/install_deferred_plane.sql");
 
 /// Runtime functions installed into every substrate.
 pub const FUNCTIONS: &[(&str, &str)] = &[
-    ("deferred_schedule", include_str!("../sql/fn_deferred_schedule.sql")),
-    ("deferred_promote", include_str!("../sql/fn_deferred_promote.sql")),
+    (
+        "deferred_schedule",
+        include_str!("../sql/fn_deferred_schedule.sql"),
+    ),
+    (
+        "deferred_promote",
+        include_str!("../sql/fn_deferred_promote.sql"),
+    ),
 ];

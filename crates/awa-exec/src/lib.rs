@@ -1,4 +1,5 @@
-//! The execution plane: proof of which attempt owns a job.
+//! The execution plane: proof of which attempt owns a job, and the worker
+//! runtime that holds those attempts.
 //!
 //! Owns (per substrate schema): the claim ring (`claim_receipts_<n>`,
 //! `claim_closures_<n>`), the lease ring (`leases_<n>`) and
@@ -6,12 +7,19 @@
 //! `(job_id, run_lease)`: a closure row's primary key lets exactly one
 //! finisher win, so a stale or rescued attempt is rejected, never applied.
 //!
+//! The claim composes the ready plane's `ready_take` and the finish path
+//! writes into the deferred, history and DLQ planes, each through one SQL
+//! statement so a batch costs one round trip.
+//!
 //! Does not own: job bodies (ready and deferred planes), terminal facts
 //! (awa-history), ring cursors (awa-control). It never truncates.
 
 mod error;
+mod plane;
+pub mod worker;
 
 pub use error::Error as ExecError;
+pub use plane::{ExecPlane, Finish, Finished, Frontier, PgExecPlane, Progress};
 
 /// DDL: defines `awa.install_exec_plane(schema, lease_slots, claim_slots)`.
 pub const INSTALL_SQL: &str = include_str!("../sql/install_exec_plane.sql");
@@ -20,4 +28,6 @@ pub const INSTALL_SQL: &str = include_str!("../sql/install_exec_plane.sql");
 pub const FUNCTIONS: &[(&str, &str)] = &[
     ("claim", include_str!("../sql/fn_claim.sql")),
     ("finish", include_str!("../sql/fn_finish.sql")),
+    ("heartbeat", include_str!("../sql/fn_heartbeat.sql")),
+    ("cancel_job", include_str!("../sql/fn_cancel_job.sql")),
 ];

@@ -9,8 +9,14 @@
 //! retained for as long as its queue-ring slot lives.
 
 mod error;
+mod plane;
 
 pub use error::Error as HistoryError;
+pub use plane::{HistoryPlane, JobView, PgHistoryPlane, QueueStats};
 
 /// DDL: defines `awa.install_history_plane(schema, queue_slots)`.
 pub const INSTALL_SQL: &str = include_str!("../sql/install_history_plane.sql");
+
+/// Runtime objects installed into every substrate: the cross-plane `jobs`
+/// read view (terminal_jobs is created by the DDL above).
+pub const FUNCTIONS: &[(&str, &str)] = &[("jobs", include_str!("../sql/view_jobs.sql"))];

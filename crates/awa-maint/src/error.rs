@@ -42,6 +42,9 @@ pub enum MaintError {
         sqlstate: String,
     },
 
+    #[error("maintenance leadership lost: {0}")]
+    LeadershipLost(String),
+
     #[error("could not write the migration files: {0}")]
     Io(#[from] std::io::Error),
 

@@ -9,8 +9,10 @@
 //! it; this crate decides only the order in which they are installed.
 
 mod error;
+pub mod leader;
 pub mod migrate;
 pub mod substrate;
+pub mod tasks;
 
 pub use error::MaintError;
 pub use migrate::{LATEST_VERSION, MigrateReport, Migration, migrate, migrations};

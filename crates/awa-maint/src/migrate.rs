@@ -67,6 +67,8 @@ fn all_functions() -> impl Iterator<Item = &'static (&'static str, &'static str)
         .iter()
         .chain(awa_deferred::FUNCTIONS)
         .chain(awa_exec::FUNCTIONS)
+        .chain(awa_dlq::FUNCTIONS)
+        .chain(awa_history::FUNCTIONS)
 }
 
 /// Statements storing the runtime function templates for the installer.

@@ -11,8 +11,10 @@
 //! (awa-exec), terminal facts (awa-history). It never truncates anything.
 
 mod error;
+mod producer;
 
 pub use error::ReadyError;
+pub use producer::{Enqueued, PgReadyPlane, ReadyPlane};
 
 /// DDL: defines `awa.install_ready_plane(schema, queue_slots)`, called by
 /// the substrate installer.
@@ -23,6 +25,9 @@ pub const INSTALL_SQL: &str = include_str!("../sql/install_ready_plane.sql");
 pub const FUNCTIONS: &[(&str, &str)] = &[
     ("ready_append", include_str!("../sql/fn_ready_append.sql")),
     ("ready_take", include_str!("../sql/fn_ready_take.sql")),
-    ("ready_tombstone", include_str!("../sql/fn_ready_tombstone.sql")),
+    (
+        "ready_tombstone",
+        include_str!("../sql/fn_ready_tombstone.sql"),
+    ),
     ("enqueue", include_str!("../sql/fn_enqueue.sql")),
 ];

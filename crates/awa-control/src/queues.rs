@@ -1,0 +1,85 @@
+//! Per-queue settings (`awa queue configure`).
+
+use crate::ControlError;
+use awa_core::{InvalidInput, QueueName};
+use sqlx::{PgConnection, Row};
+use std::time::Duration;
+
+/// Changes to a queue's settings; `None` keeps the current value.
+#[derive(Debug, Clone, Default)]
+pub struct QueueConfig {
+    pub dlq_enabled: Option<bool>,
+    pub max_attempts: Option<i32>,
+    pub shard_count: Option<i16>,
+    /// `Some(ZERO)` turns aging off.
+    pub priority_aging: Option<Duration>,
+    pub dlq_retention: Option<Duration>,
+    pub paused: Option<bool>,
+}
+
+/// A queue's settings after a change.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct QueueSettings {
+    pub queue: String,
+    pub dlq_enabled: bool,
+    pub max_attempts: i32,
+    pub shard_count: i16,
+    pub priority_aging_secs: Option<f64>,
+    pub dlq_retention_secs: f64,
+    pub paused: bool,
+}
+
+impl QueueConfig {
+    fn validate(&self) -> Result<(), InvalidInput> {
+        if let Some(m) = self.max_attempts
+            && !(1..=1000).contains(&m)
+        {
+            return Err(InvalidInput::OutOfRange {
+                what: "max attempts",
+                value: m as i64,
+                min: 1,
+                max: 1000,
+                hint: "a job runs at least once",
+            });
+        }
+        if let Some(s) = self.shard_count
+            && !(1..=64).contains(&s)
+        {
+            return Err(InvalidInput::OutOfRange {
+                what: "shard count",
+                value: s as i64,
+                min: 1,
+                max: 64,
+                hint: "1 keeps strict FIFO per priority; more lets more claimers work at once",
+            });
+        }
+        Ok(())
+    }
+
+    pub async fn apply(
+        &self,
+        conn: &mut PgConnection,
+        queue: &QueueName,
+    ) -> Result<QueueSettings, ControlError> {
+        self.validate()?;
+        let row = sqlx::query(include_str!("../sql/configure_queue.sql"))
+            .bind(queue.as_str())
+            .bind(self.dlq_enabled)
+            .bind(self.max_attempts)
+            .bind(self.shard_count)
+            .bind(self.priority_aging.map(|d| d.as_secs_f64()))
+            .bind(self.dlq_retention.map(|d| d.as_secs_f64()))
+            .bind(self.paused)
+            .fetch_one(conn)
+            .await?;
+        Ok(QueueSettings {
+            queue: row.get("queue"),
+            dlq_enabled: row.get("dlq_enabled"),
+            max_attempts: row.get("max_attempts"),
+            shard_count: row.get("shard_count"),
+            priority_aging_secs: row.get("aging_secs"),
+            dlq_retention_secs: row.get("dlq_retention_secs"),
+            paused: row.get("paused"),
+        })
+    }
+}

@@ -1,0 +1,2 @@
+-- DeferredPlane::promote_due.
+SELECT {schema}.deferred_promote($1)

@@ -1,0 +1,150 @@
+//! Operator actions on dead-lettered jobs.
+
+use crate::DlqError;
+use async_trait::async_trait;
+use awa_core::{JobId, QueueName, SchemaName, sql::statement};
+use chrono::{DateTime, Utc};
+use sqlx::{PgConnection, Row};
+
+/// Which entries an operation applies to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Selection {
+    One(JobId),
+    All { queue: Option<QueueName> },
+}
+
+impl Selection {
+    fn binds(&self) -> (Option<i64>, Option<&str>, bool) {
+        match self {
+            Selection::One(id) => (Some(id.0), None, false),
+            Selection::All { queue } => (None, queue.as_ref().map(QueueName::as_str), true),
+        }
+    }
+}
+
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct DlqEntry {
+    pub job_id: JobId,
+    pub queue: String,
+    pub kind: String,
+    pub args: serde_json::Value,
+    pub priority: i16,
+    pub attempt: i32,
+    pub max_attempts: i32,
+    pub run_lease: i64,
+    pub created_at: DateTime<Utc>,
+    pub dead_at: DateTime<Utc>,
+    pub last_error: Option<String>,
+}
+
+#[async_trait]
+pub trait DlqPlane: Send + Sync + std::fmt::Debug {
+    async fn list(
+        &self,
+        conn: &mut PgConnection,
+        queue: Option<&QueueName>,
+        limit: i64,
+    ) -> Result<Vec<DlqEntry>, DlqError>;
+    /// Back to the ready ring as fresh work (attempt 0); the ids moved.
+    async fn retry(
+        &self,
+        conn: &mut PgConnection,
+        which: &Selection,
+    ) -> Result<Vec<JobId>, DlqError>;
+    /// Delete for good; the ids removed.
+    async fn purge(
+        &self,
+        conn: &mut PgConnection,
+        which: &Selection,
+    ) -> Result<Vec<JobId>, DlqError>;
+    /// Apply retention; how many were removed.
+    async fn prune_expired(&self, conn: &mut PgConnection, limit: i64) -> Result<u64, DlqError>;
+}
+
+#[derive(Debug, Clone)]
+pub struct PgDlqPlane {
+    schema: SchemaName,
+}
+
+impl PgDlqPlane {
+    pub fn new(schema: SchemaName) -> Self {
+        Self { schema }
+    }
+}
+
+#[async_trait]
+impl DlqPlane for PgDlqPlane {
+    async fn list(
+        &self,
+        conn: &mut PgConnection,
+        queue: Option<&QueueName>,
+        limit: i64,
+    ) -> Result<Vec<DlqEntry>, DlqError> {
+        let rows = sqlx::query(statement(include_str!("../sql/list.sql"), &self.schema))
+            .bind(queue.map(QueueName::as_str))
+            .bind(limit)
+            .fetch_all(conn)
+            .await?;
+        Ok(rows
+            .into_iter()
+            .map(|r| DlqEntry {
+                job_id: JobId(r.get("job_id")),
+                queue: r.get("queue"),
+                kind: r.get("kind"),
+                args: r.get("args"),
+                priority: r.get("priority"),
+                attempt: r.get("attempt"),
+                max_attempts: r.get("max_attempts"),
+                run_lease: r.get("run_lease"),
+                created_at: r.get("created_at"),
+                dead_at: r.get("dead_at"),
+                last_error: r.get("last_error"),
+            })
+            .collect())
+    }
+
+    async fn retry(
+        &self,
+        conn: &mut PgConnection,
+        which: &Selection,
+    ) -> Result<Vec<JobId>, DlqError> {
+        let (id, queue, all) = which.binds();
+        let ids: Vec<i64> = sqlx::query_scalar(statement(
+            include_str!("../sql/call_retry.sql"),
+            &self.schema,
+        ))
+        .bind(id)
+        .bind(queue)
+        .bind(all)
+        .fetch_all(conn)
+        .await?;
+        Ok(ids.into_iter().map(JobId).collect())
+    }
+
+    async fn purge(
+        &self,
+        conn: &mut PgConnection,
+        which: &Selection,
+    ) -> Result<Vec<JobId>, DlqError> {
+        let (id, queue, all) = which.binds();
+        let ids: Vec<i64> =
+            sqlx::query_scalar(statement(include_str!("../sql/purge.sql"), &self.schema))
+                .bind(id)
+                .bind(queue)
+                .bind(all)
+                .fetch_all(conn)
+                .await?;
+        Ok(ids.into_iter().map(JobId).collect())
+    }
+
+    async fn prune_expired(&self, conn: &mut PgConnection, limit: i64) -> Result<u64, DlqError> {
+        let done = sqlx::query(statement(
+            include_str!("../sql/prune_expired.sql"),
+            &self.schema,
+        ))
+        .bind(limit)
+        .execute(conn)
+        .await?;
+        Ok(done.rows_affected())
+    }
+}

@@ -1,0 +1,2 @@
+-- ExecPlane::cancel_job.
+SELECT {schema}.cancel_job($1)

@@ -1,0 +1,57 @@
+-- {schema}.cancel_job(job_id): cancel a job wherever it is.
+--   waiting in the ready ring -> tombstone + terminal fact (body stays in the slot)
+--   deferred                  -> removed, terminal fact carries the body
+--   running                   -> its live attempt is finished as cancelled
+--                                through the guarded path; the worker's later
+--                                writes for that attempt are rejected
+-- Returns the state the job was in, or NULL when it was not cancellable
+-- (unknown, or already terminal).
+CREATE OR REPLACE FUNCTION {schema}.cancel_job(p_job_id bigint)
+RETURNS text LANGUAGE plpgsql AS $fn$
+#variable_conflict use_column
+DECLARE
+    v_t record;
+    v_d record;
+    v_r record;
+BEGIN
+    SELECT * INTO v_t FROM {schema}.ready_tombstone(p_job_id);
+    IF FOUND THEN
+        INSERT INTO {schema}.done_entries (slot, job_id, run_lease, queue, state, attempt, ready_seq)
+        VALUES (v_t.slot, p_job_id, v_t.run_lease, v_t.queue, 'cancelled', v_t.attempt, v_t.lane_seq);
+        INSERT INTO {schema}.count_deltas (queue, state, delta) VALUES (v_t.queue, 'cancelled', 1);
+        DELETE FROM {schema}.job_uniques WHERE job_id = p_job_id;
+        RETURN 'available';
+    END IF;
+
+    DELETE FROM {schema}.deferred_jobs d WHERE d.job_id = p_job_id RETURNING * INTO v_d;
+    IF FOUND THEN
+        INSERT INTO {schema}.done_entries (slot, job_id, run_lease, queue, state, attempt, body)
+        SELECT g.slot, p_job_id, v_d.run_lease, v_d.queue, 'cancelled', v_d.attempt,
+               jsonb_build_object('kind', v_d.kind, 'args', v_d.args, 'priority', v_d.priority,
+                                  'max_attempts', v_d.max_attempts, 'created_at', v_d.created_at,
+                                  'metadata', v_d.metadata)
+          FROM {schema}.ring_ledger g WHERE g.ring = 'queue' ORDER BY g.generation DESC LIMIT 1;
+        INSERT INTO {schema}.count_deltas (queue, state, delta) VALUES (v_d.queue, 'cancelled', 1);
+        DELETE FROM {schema}.job_uniques WHERE job_id = p_job_id;
+        DELETE FROM {schema}.attempt_state WHERE job_id = p_job_id;
+        RETURN v_d.reason;
+    END IF;
+
+    SELECT r.* INTO v_r
+      FROM {schema}.claim_receipts r
+     WHERE r.job_id = p_job_id
+       AND NOT EXISTS (SELECT 1 FROM {schema}.claim_closures c
+                        WHERE c.slot = r.slot AND c.job_id = r.job_id AND c.run_lease = r.run_lease)
+     ORDER BY r.run_lease DESC
+     LIMIT 1;
+    IF FOUND THEN
+        PERFORM 1 FROM {schema}.finish(ARRAY[p_job_id], ARRAY[v_r.run_lease], ARRAY[v_r.slot],
+                                       ARRAY['cancel'], ARRAY[NULL::interval], ARRAY['cancelled by operator'])
+         WHERE accepted;
+        IF FOUND THEN
+            RETURN 'running';
+        END IF;
+    END IF;
+    RETURN NULL;
+END
+$fn$;

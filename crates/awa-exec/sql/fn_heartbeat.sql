@@ -1,0 +1,45 @@
+-- {schema}.heartbeat(job_id, run_lease, claim_slot, percent, message, checkpoint):
+-- record that a long attempt is alive, materializing its lease on first
+-- use in the current lease-ring slot; with progress, also upsert
+-- attempt_state (kept across retries). Short jobs never call this.
+--
+-- Returns false, and writes nothing, when the attempt is no longer live
+-- (finished, rescued, cancelled): the handler should stop.
+CREATE OR REPLACE FUNCTION {schema}.heartbeat(
+    p_job_id bigint, p_run_lease bigint, p_claim_slot integer,
+    p_percent smallint, p_message text, p_checkpoint jsonb
+) RETURNS boolean LANGUAGE plpgsql AS $fn$
+#variable_conflict use_column
+DECLARE
+    v_lease_slot integer;
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM {schema}.claim_receipts r
+                    WHERE r.slot = p_claim_slot AND r.job_id = p_job_id AND r.run_lease = p_run_lease)
+       OR EXISTS (SELECT 1 FROM {schema}.claim_closures c
+                   WHERE c.slot = p_claim_slot AND c.job_id = p_job_id AND c.run_lease = p_run_lease) THEN
+        RETURN false;
+    END IF;
+
+    -- An existing lease stays in its slot; a new one goes to the current slot.
+    UPDATE {schema}.leases l SET heartbeat_at = now()
+     WHERE l.job_id = p_job_id AND l.run_lease = p_run_lease;
+    IF NOT FOUND THEN
+        SELECT g.slot INTO v_lease_slot FROM {schema}.ring_ledger g
+         WHERE g.ring = 'lease' ORDER BY g.generation DESC LIMIT 1;
+        INSERT INTO {schema}.leases (slot, job_id, run_lease, claim_slot)
+        VALUES (v_lease_slot, p_job_id, p_run_lease, p_claim_slot);
+    END IF;
+
+    IF p_percent IS NOT NULL OR p_message IS NOT NULL OR p_checkpoint IS NOT NULL THEN
+        INSERT INTO {schema}.attempt_state AS s (job_id, run_lease, percent, message, checkpoint)
+        VALUES (p_job_id, p_run_lease, p_percent, p_message, p_checkpoint)
+        ON CONFLICT (job_id) DO UPDATE
+           SET run_lease  = EXCLUDED.run_lease,
+               percent    = coalesce(EXCLUDED.percent, s.percent),
+               message    = coalesce(EXCLUDED.message, s.message),
+               checkpoint = coalesce(EXCLUDED.checkpoint, s.checkpoint),
+               updated_at = now();
+    END IF;
+    RETURN true;
+END
+$fn$;

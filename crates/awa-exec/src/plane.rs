@@ -1,0 +1,281 @@
+//! The execution plane's operations: claim, finish, heartbeat, cancel.
+
+use crate::ExecError;
+use async_trait::async_trait;
+use awa_core::{
+    AttemptToken, ClaimedJob, JobId, JobState, QueueName, RunLease, SchemaName, sql::statement,
+};
+use sqlx::{PgConnection, Row};
+use std::time::Duration;
+
+/// The claim frontier candidate carried from one claim to the next (see
+/// `ready_take`): a lane position and the snapshot taken after reading it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Frontier {
+    seq: Option<i64>,
+    snapshot: Option<String>,
+}
+
+/// How an attempt ends.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Finish {
+    Complete,
+    /// Retry after `delay` (None: exponential backoff with jitter), or fail
+    /// once max attempts are used.
+    Retry {
+        delay: Option<Duration>,
+        error: String,
+    },
+    /// Run again after `delay`; the attempt is not counted.
+    Snooze {
+        delay: Duration,
+    },
+    Cancel {
+        reason: String,
+    },
+    /// Fail now: terminal, or dead-lettered when the queue opted in.
+    Fail {
+        error: String,
+    },
+    /// Give the job back untouched (graceful shutdown); not counted.
+    Release,
+    /// Maintenance found the attempt abandoned; retried like `Retry`.
+    Rescue {
+        reason: String,
+    },
+}
+
+impl Finish {
+    fn outcome(&self) -> &'static str {
+        match self {
+            Finish::Complete => "complete",
+            Finish::Retry { .. } => "retry",
+            Finish::Snooze { .. } => "snooze",
+            Finish::Cancel { .. } => "cancel",
+            Finish::Fail { .. } => "fail",
+            Finish::Release => "release",
+            Finish::Rescue { .. } => "rescue",
+        }
+    }
+
+    fn delay_secs(&self) -> Option<f64> {
+        match self {
+            Finish::Retry { delay, .. } => delay.map(|d| d.as_secs_f64()),
+            Finish::Snooze { delay } => Some(delay.as_secs_f64()),
+            _ => None,
+        }
+    }
+
+    fn error(&self) -> Option<&str> {
+        match self {
+            Finish::Retry { error, .. } | Finish::Fail { error } => Some(error),
+            Finish::Cancel { reason } | Finish::Rescue { reason } => Some(reason),
+            _ => None,
+        }
+    }
+}
+
+/// What the guarded finish did with one attempt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct Finished {
+    pub job_id: JobId,
+    pub run_lease: RunLease,
+    /// False: the lease was stale (finished, rescued or never issued) and
+    /// nothing was written.
+    pub accepted: bool,
+    /// Where the job went, when accepted.
+    pub next_state: Option<JobState>,
+}
+
+/// Progress a long job reports with its heartbeat.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Progress {
+    pub percent: Option<i16>,
+    pub message: Option<String>,
+    pub checkpoint: Option<serde_json::Value>,
+}
+
+#[async_trait]
+pub trait ExecPlane: Send + Sync + std::fmt::Debug {
+    /// Claim up to `limit` jobs of `queue` in one round trip.
+    async fn claim(
+        &self,
+        conn: &mut PgConnection,
+        queue: &QueueName,
+        limit: i32,
+        frontier: &mut Frontier,
+        instance: Option<uuid::Uuid>,
+    ) -> Result<Vec<ClaimedJob>, ExecError>;
+
+    /// Finish many attempts in one round trip, each guarded by its lease.
+    async fn finish(
+        &self,
+        conn: &mut PgConnection,
+        batch: &[(AttemptToken, Finish)],
+    ) -> Result<Vec<Finished>, ExecError>;
+
+    /// Keep a long attempt alive; false when it is no longer live.
+    async fn heartbeat(
+        &self,
+        conn: &mut PgConnection,
+        token: &AttemptToken,
+        progress: &Progress,
+    ) -> Result<bool, ExecError>;
+
+    /// Cancel a job wherever it is; the state it was cancelled from, or
+    /// None when it was unknown or already terminal.
+    async fn cancel_job(
+        &self,
+        conn: &mut PgConnection,
+        job: JobId,
+    ) -> Result<Option<String>, ExecError>;
+}
+
+#[derive(Debug, Clone)]
+pub struct PgExecPlane {
+    schema: SchemaName,
+}
+
+impl PgExecPlane {
+    pub fn new(schema: SchemaName) -> Self {
+        Self { schema }
+    }
+}
+
+#[async_trait]
+impl ExecPlane for PgExecPlane {
+    async fn claim(
+        &self,
+        conn: &mut PgConnection,
+        queue: &QueueName,
+        limit: i32,
+        frontier: &mut Frontier,
+        instance: Option<uuid::Uuid>,
+    ) -> Result<Vec<ClaimedJob>, ExecError> {
+        let rows = sqlx::query(statement(
+            include_str!("../sql/call_claim.sql"),
+            &self.schema,
+        ))
+        .bind(queue.as_str())
+        .bind(limit)
+        .bind(frontier.seq)
+        .bind(frontier.snapshot.as_deref())
+        .bind(instance)
+        .fetch_all(conn)
+        .await?;
+        let mut jobs = Vec::with_capacity(rows.len());
+        for row in rows {
+            frontier.seq = row.get("next_seq");
+            frontier.snapshot = row.get("next_snap");
+            let Some(job_id) = row.get::<Option<i64>, _>("job_id") else {
+                continue;
+            };
+            jobs.push(ClaimedJob {
+                token: AttemptToken {
+                    job_id: JobId(job_id),
+                    run_lease: RunLease(row.get("run_lease")),
+                    claim_slot: row.get("claim_slot"),
+                    ready_slot: row.get("ready_slot"),
+                    ready_seq: row.get("ready_seq"),
+                },
+                queue: queue.clone(),
+                kind: row.get("kind"),
+                args: row.get("args"),
+                priority: row.get("priority"),
+                attempt: row.get("attempt"),
+                max_attempts: row.get("max_attempts"),
+                created_at: row.get("created_at"),
+                ready_at: row.get("ready_at"),
+                metadata: row.get("metadata"),
+            });
+        }
+        Ok(jobs)
+    }
+
+    async fn finish(
+        &self,
+        conn: &mut PgConnection,
+        batch: &[(AttemptToken, Finish)],
+    ) -> Result<Vec<Finished>, ExecError> {
+        if batch.is_empty() {
+            return Ok(Vec::new());
+        }
+        let ids: Vec<i64> = batch.iter().map(|(t, _)| t.job_id.0).collect();
+        let leases: Vec<i64> = batch.iter().map(|(t, _)| t.run_lease.0).collect();
+        let slots: Vec<i32> = batch.iter().map(|(t, _)| t.claim_slot).collect();
+        let outcomes: Vec<&str> = batch.iter().map(|(_, f)| f.outcome()).collect();
+        let delays: Vec<Option<f64>> = batch.iter().map(|(_, f)| f.delay_secs()).collect();
+        let errors: Vec<Option<&str>> = batch.iter().map(|(_, f)| f.error()).collect();
+        let rows = sqlx::query(statement(
+            include_str!("../sql/call_finish.sql"),
+            &self.schema,
+        ))
+        .bind(ids)
+        .bind(leases)
+        .bind(slots)
+        .bind(outcomes)
+        .bind(delays)
+        .bind(errors)
+        .fetch_all(conn)
+        .await?;
+        Ok(rows
+            .into_iter()
+            .map(|row| Finished {
+                job_id: JobId(row.get("job_id")),
+                run_lease: RunLease(row.get("run_lease")),
+                accepted: row.get("accepted"),
+                next_state: row
+                    .get::<Option<String>, _>("next_state")
+                    .and_then(|s| s.parse().ok()),
+            })
+            .collect())
+    }
+
+    async fn heartbeat(
+        &self,
+        conn: &mut PgConnection,
+        token: &AttemptToken,
+        progress: &Progress,
+    ) -> Result<bool, ExecError> {
+        if let Some(p) = progress.percent
+            && !(0..=100).contains(&p)
+        {
+            return Err(awa_core::InvalidInput::OutOfRange {
+                what: "progress percent",
+                value: p as i64,
+                min: 0,
+                max: 100,
+                hint: "report progress as a whole percentage",
+            }
+            .into());
+        }
+        let live: bool = sqlx::query_scalar(statement(
+            include_str!("../sql/call_heartbeat.sql"),
+            &self.schema,
+        ))
+        .bind(token.job_id.0)
+        .bind(token.run_lease.0)
+        .bind(token.claim_slot)
+        .bind(progress.percent)
+        .bind(progress.message.as_deref())
+        .bind(progress.checkpoint.as_ref())
+        .fetch_one(conn)
+        .await?;
+        Ok(live)
+    }
+
+    async fn cancel_job(
+        &self,
+        conn: &mut PgConnection,
+        job: JobId,
+    ) -> Result<Option<String>, ExecError> {
+        let from: Option<String> = sqlx::query_scalar(statement(
+            include_str!("../sql/call_cancel_job.sql"),
+            &self.schema,
+        ))
+        .bind(job.0)
+        .fetch_one(conn)
+        .await?;
+        Ok(from)
+    }
+}

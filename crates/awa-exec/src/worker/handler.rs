@@ -1,0 +1,67 @@
+//! What a job handler is and what it sees.
+
+use crate::{ExecError, ExecPlane, PgExecPlane, Progress};
+use async_trait::async_trait;
+use awa_core::ClaimedJob;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::watch;
+
+/// How a handler says its attempt went.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Outcome {
+    Complete,
+    /// Run again after the delay; the attempt does not count.
+    Snooze(Duration),
+    /// Stop for good: the job is cancelled.
+    Cancel(String),
+}
+
+/// A failed attempt.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum JobError {
+    /// Retry with the default backoff (until max attempts).
+    #[error("{0}")]
+    Retry(String),
+    /// Retry after a given delay (until max attempts).
+    #[error("{1}")]
+    RetryAfter(Duration, String),
+    /// Do not retry: fail now (or dead-letter, if the queue opted in).
+    #[error("{0}")]
+    Permanent(String),
+}
+
+pub type HandlerResult = Result<Outcome, JobError>;
+
+/// A typed async job handler, registered per job kind.
+#[async_trait]
+pub trait Handler: Send + Sync + 'static {
+    async fn handle(&self, ctx: JobContext) -> HandlerResult;
+}
+
+/// Everything a running attempt can see and do.
+#[derive(Debug, Clone)]
+pub struct JobContext {
+    pub job: ClaimedJob,
+    pub(crate) pool: sqlx::PgPool,
+    pub(crate) plane: Arc<PgExecPlane>,
+    pub(crate) shutdown: watch::Receiver<bool>,
+}
+
+impl JobContext {
+    /// Keep this attempt alive and optionally report progress. Returns
+    /// false when the attempt is no longer ours (cancelled by an operator,
+    /// or rescued by maintenance): the handler should stop, since anything
+    /// it writes for this attempt will be rejected.
+    pub async fn heartbeat(&self, progress: Progress) -> Result<bool, ExecError> {
+        let mut conn = self.pool.acquire().await?;
+        self.plane
+            .heartbeat(&mut conn, &self.job.token, &progress)
+            .await
+    }
+
+    /// True once the worker is shutting down: long handlers should wrap up.
+    pub fn is_shutting_down(&self) -> bool {
+        *self.shutdown.borrow()
+    }
+}

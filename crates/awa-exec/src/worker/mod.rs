@@ -1,0 +1,233 @@
+//! The worker runtime: claims jobs of its queues, runs the registered
+//! handler for each, and finishes every attempt through the guarded path.
+//!
+//! One dispatcher task per queue claims in batches sized to its free
+//! concurrency; one completer task batches results; one listener task turns
+//! `awa_ready` notifications into wake-ups, with polling as the fallback.
+//! Shutdown stops claiming, lets in-flight jobs finish within a grace
+//! period, then releases the rest so they run again: never lost.
+
+mod completer;
+mod dispatcher;
+mod handler;
+
+pub use handler::{Handler, HandlerResult, JobContext, JobError, Outcome};
+
+use crate::{ExecError, Finish, PgExecPlane};
+use awa_core::{AttemptToken, JobState, QueueName, SchemaName};
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+use tokio::sync::{Notify, mpsc, watch};
+
+/// How a worker runs.
+#[derive(Debug, Clone)]
+pub struct WorkerConfig {
+    pub schema: SchemaName,
+    /// Queues and the number of jobs of each that may run at once.
+    pub queues: Vec<(QueueName, usize)>,
+    /// Most jobs claimed in one round trip.
+    pub claim_batch: usize,
+    /// How often an idle queue is polled when no notification arrives.
+    pub poll_interval: Duration,
+    /// How long shutdown waits for in-flight jobs before releasing them.
+    pub shutdown_grace: Duration,
+    pub instance_id: uuid::Uuid,
+}
+
+impl WorkerConfig {
+    pub fn new(schema: SchemaName, queues: Vec<(QueueName, usize)>) -> Self {
+        Self {
+            schema,
+            queues,
+            claim_batch: 128,
+            poll_interval: Duration::from_millis(250),
+            shutdown_grace: Duration::from_secs(10),
+            instance_id: uuid::Uuid::new_v4(),
+        }
+    }
+}
+
+/// Counters of what a worker did.
+#[derive(Debug, Default)]
+pub struct Stats {
+    pub claimed: AtomicU64,
+    pub completed: AtomicU64,
+    pub retried: AtomicU64,
+    pub snoozed: AtomicU64,
+    pub cancelled: AtomicU64,
+    pub failed: AtomicU64,
+    pub dead_lettered: AtomicU64,
+    pub released: AtomicU64,
+    pub rejected: AtomicU64,
+}
+
+impl Stats {
+    fn record(&self, state: Option<JobState>) {
+        let counter = match state {
+            Some(JobState::Completed) => &self.completed,
+            Some(JobState::Retryable) => &self.retried,
+            Some(JobState::Snoozed) => &self.snoozed,
+            Some(JobState::Cancelled) => &self.cancelled,
+            Some(JobState::Failed) => &self.failed,
+            Some(JobState::DeadLettered) => &self.dead_lettered,
+            _ => &self.released,
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub fn snapshot(&self) -> StatsSnapshot {
+        let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        StatsSnapshot {
+            claimed: get(&self.claimed),
+            completed: get(&self.completed),
+            retried: get(&self.retried),
+            snoozed: get(&self.snoozed),
+            cancelled: get(&self.cancelled),
+            failed: get(&self.failed),
+            dead_lettered: get(&self.dead_lettered),
+            released: get(&self.released),
+            rejected: get(&self.rejected),
+        }
+    }
+}
+
+/// A copy of the counters.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct StatsSnapshot {
+    pub claimed: u64,
+    pub completed: u64,
+    pub retried: u64,
+    pub snoozed: u64,
+    pub cancelled: u64,
+    pub failed: u64,
+    pub dead_lettered: u64,
+    pub released: u64,
+    pub rejected: u64,
+}
+
+/// A worker: handlers by kind plus the queues to serve.
+pub struct Worker {
+    pool: sqlx::PgPool,
+    config: WorkerConfig,
+    handlers: HashMap<String, Arc<dyn Handler>>,
+    stats: Arc<Stats>,
+}
+
+impl std::fmt::Debug for Worker {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Worker")
+            .field("config", &self.config)
+            .field("kinds", &self.handlers.keys().collect::<Vec<_>>())
+            .finish()
+    }
+}
+
+/// Attempts in flight, so shutdown can release what did not finish. The
+/// entry is removed by whoever finishes the attempt, so each attempt is
+/// finished exactly once by this worker.
+pub(crate) type InFlight = Arc<std::sync::Mutex<HashMap<AttemptToken, tokio::task::AbortHandle>>>;
+
+impl Worker {
+    pub fn new(pool: sqlx::PgPool, config: WorkerConfig) -> Self {
+        Self {
+            pool,
+            config,
+            handlers: HashMap::new(),
+            stats: Arc::new(Stats::default()),
+        }
+    }
+
+    /// Run `handler` for jobs of `kind`. A claimed job of a kind with no
+    /// handler fails permanently with a message naming the kind.
+    pub fn register(&mut self, kind: impl Into<String>, handler: impl Handler) -> &mut Self {
+        self.handlers.insert(kind.into(), Arc::new(handler));
+        self
+    }
+
+    /// Live counters, for progress displays.
+    pub fn stats(&self) -> Arc<Stats> {
+        self.stats.clone()
+    }
+
+    /// Serve until `shutdown` resolves, then shut down gracefully.
+    pub async fn run(
+        self,
+        shutdown: impl std::future::Future<Output = ()> + Send,
+    ) -> Result<StatsSnapshot, ExecError> {
+        let plane = Arc::new(PgExecPlane::new(self.config.schema.clone()));
+        let handlers = Arc::new(self.handlers);
+        let (stop_tx, stop_rx) = watch::channel(false);
+        let (done_tx, done_rx) = mpsc::unbounded_channel::<(AttemptToken, Finish)>();
+        let in_flight: InFlight = Default::default();
+
+        let completer = tokio::spawn(completer::run(
+            self.pool.clone(),
+            plane.clone(),
+            done_rx,
+            self.stats.clone(),
+        ));
+
+        let mut wakers: HashMap<String, Arc<Notify>> = HashMap::new();
+        let mut dispatchers = Vec::new();
+        let mut semaphores = Vec::new();
+        for (queue, concurrency) in &self.config.queues {
+            let notify = Arc::new(Notify::new());
+            wakers.insert(queue.as_str().to_string(), notify.clone());
+            let semaphore = Arc::new(tokio::sync::Semaphore::new(*concurrency));
+            semaphores.push((semaphore.clone(), *concurrency));
+            dispatchers.push(tokio::spawn(dispatcher::run(dispatcher::Dispatcher {
+                pool: self.pool.clone(),
+                plane: plane.clone(),
+                queue: queue.clone(),
+                semaphore,
+                batch: self.config.claim_batch,
+                poll_interval: self.config.poll_interval,
+                instance_id: self.config.instance_id,
+                handlers: handlers.clone(),
+                wake: notify,
+                stop: stop_rx.clone(),
+                done: done_tx.clone(),
+                in_flight: in_flight.clone(),
+                stats: self.stats.clone(),
+            })));
+        }
+        let listener = tokio::spawn(dispatcher::listen(
+            self.pool.clone(),
+            wakers,
+            stop_rx.clone(),
+        ));
+
+        shutdown.await;
+        tracing::info!("worker shutting down: no new claims");
+        let _ = stop_tx.send(true);
+        for d in dispatchers {
+            let _ = d.await;
+        }
+        listener.abort();
+
+        // Wait for in-flight jobs, up to the grace period.
+        let drained = tokio::time::timeout(self.config.shutdown_grace, async {
+            for (semaphore, concurrency) in &semaphores {
+                let _ = semaphore.acquire_many(*concurrency as u32).await;
+            }
+        })
+        .await
+        .is_ok();
+        if !drained {
+            let left: Vec<_> = in_flight.lock().expect("in-flight lock").drain().collect();
+            tracing::warn!(
+                jobs = left.len(),
+                "grace period over; releasing unfinished jobs"
+            );
+            for (token, abort) in left {
+                abort.abort();
+                let _ = done_tx.send((token, Finish::Release));
+            }
+        }
+        drop(done_tx);
+        let _ = completer.await;
+        Ok(self.stats.snapshot())
+    }
+}

@@ -1,0 +1,5 @@
+-- HistoryPlane::pending: jobs of these queues that are not terminal yet
+-- (available, running or deferred). Used by --exit-when-idle.
+SELECT count(*) FROM {schema}.jobs
+ WHERE queue = ANY($1::text[])
+   AND state IN ('available', 'running', 'scheduled', 'retryable', 'snoozed')

@@ -1,0 +1,23 @@
+-- HistoryPlane::queue_stats. Live states are counted where they live;
+-- terminal totals come from the folded rollups plus unfolded deltas, so
+-- they stay exact after the ring has reclaimed the rows themselves.
+WITH live AS (
+    SELECT queue, state, count(*) AS n
+      FROM {schema}.jobs
+     WHERE state IN ('available', 'scheduled', 'retryable', 'snoozed', 'running', 'dead_lettered')
+       AND ($1::text IS NULL OR queue = $1)
+     GROUP BY queue, state
+),
+terminal AS (
+    SELECT queue, state, sum(n)::bigint AS n FROM (
+        SELECT queue, state, total AS n FROM {schema}.count_rollups
+        UNION ALL
+        SELECT queue, state, delta FROM {schema}.count_deltas
+    ) t
+     WHERE state IN ('completed', 'failed', 'cancelled') AND ($1::text IS NULL OR queue = $1)
+     GROUP BY queue, state
+)
+SELECT queue, state, n::bigint AS n FROM live
+UNION ALL
+SELECT queue, state, n FROM terminal
+ORDER BY queue, state

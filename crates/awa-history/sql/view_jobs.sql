@@ -1,0 +1,36 @@
+-- {schema}.jobs: every job the substrate knows, with the state the planes
+-- together give it. For operators and tests; the hot path never reads it.
+--   available      ready entry past its lane head, not tombstoned
+--   running        claim receipt without a closure
+--   scheduled / retryable / snoozed   deferred row (released: available)
+--   completed / failed / cancelled    terminal_jobs
+--   dead_lettered  dlq entry
+CREATE OR REPLACE VIEW {schema}.jobs AS
+SELECT e.job_id AS id, e.queue, e.kind, e.args, e.priority, 'available'::text AS state,
+       e.attempt, e.max_attempts, e.run_lease, e.created_at, e.ready_at AS at,
+       NULL::text AS last_error, e.metadata
+  FROM {schema}.ready_entries e
+  JOIN {schema}.lane_heads h ON h.queue = e.queue AND h.priority = e.priority AND h.shard = e.shard
+ WHERE e.lane_seq > h.head_seq
+   AND NOT EXISTS (SELECT 1 FROM {schema}.ready_tombstones t
+                    WHERE t.slot = e.slot AND t.job_id = e.job_id AND t.lane_seq = e.lane_seq)
+UNION ALL
+SELECT r.job_id, r.queue, e.kind, e.args, e.priority, 'running', r.attempt, e.max_attempts,
+       r.run_lease, e.created_at, r.claimed_at, NULL, e.metadata
+  FROM {schema}.claim_receipts r
+  JOIN {schema}.ready_entries e ON e.slot = r.ready_slot AND e.job_id = r.job_id AND e.lane_seq = r.ready_seq
+ WHERE NOT EXISTS (SELECT 1 FROM {schema}.claim_closures c
+                    WHERE c.slot = r.slot AND c.job_id = r.job_id AND c.run_lease = r.run_lease)
+UNION ALL
+SELECT d.job_id, d.queue, d.kind, d.args, d.priority,
+       CASE d.reason WHEN 'retry' THEN 'retryable' WHEN 'released' THEN 'available' ELSE d.reason END,
+       d.attempt, d.max_attempts, d.run_lease, d.created_at, d.run_at, d.last_error, d.metadata
+  FROM {schema}.deferred_jobs d
+UNION ALL
+SELECT t.id, t.queue, t.kind, t.args, t.priority, t.state, t.attempt, t.max_attempts,
+       t.run_lease, t.created_at, t.finalized_at, t.last_error, t.metadata
+  FROM {schema}.terminal_jobs t
+UNION ALL
+SELECT q.job_id, q.queue, q.kind, q.args, q.priority, 'dead_lettered', q.attempt, q.max_attempts,
+       q.run_lease, q.created_at, q.dead_at, q.last_error, q.metadata
+  FROM {schema}.dlq_entries q;

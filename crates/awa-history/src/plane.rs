@@ -1,0 +1,159 @@
+//! Reading job state and counts across the planes.
+
+use crate::HistoryError;
+use async_trait::async_trait;
+use awa_core::{JobId, JobState, QueueName, SchemaName, sql::statement};
+use chrono::{DateTime, Utc};
+use sqlx::{PgConnection, Row, postgres::PgRow};
+use std::collections::BTreeMap;
+
+/// One job as the planes together describe it.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct JobView {
+    pub id: JobId,
+    pub queue: String,
+    pub kind: String,
+    pub args: serde_json::Value,
+    pub priority: i16,
+    pub state: JobState,
+    pub attempt: i32,
+    pub max_attempts: i32,
+    pub run_lease: i64,
+    pub created_at: DateTime<Utc>,
+    /// When it became runnable, was claimed, is due, or was finalized,
+    /// depending on the state.
+    pub at: DateTime<Utc>,
+    pub last_error: Option<String>,
+    pub metadata: Option<serde_json::Value>,
+}
+
+/// Counts per state for one queue.
+pub type QueueStats = BTreeMap<String, BTreeMap<String, i64>>;
+
+#[async_trait]
+pub trait HistoryPlane: Send + Sync + std::fmt::Debug {
+    async fn job(
+        &self,
+        conn: &mut PgConnection,
+        id: JobId,
+    ) -> Result<Option<JobView>, HistoryError>;
+    async fn list(
+        &self,
+        conn: &mut PgConnection,
+        queue: Option<&QueueName>,
+        state: Option<JobState>,
+        limit: i64,
+    ) -> Result<Vec<JobView>, HistoryError>;
+    /// queue -> state -> count; terminal totals are exact for all time.
+    async fn queue_stats(
+        &self,
+        conn: &mut PgConnection,
+        queue: Option<&QueueName>,
+    ) -> Result<QueueStats, HistoryError>;
+    /// Jobs of these queues not yet terminal.
+    async fn pending(
+        &self,
+        conn: &mut PgConnection,
+        queues: &[QueueName],
+    ) -> Result<i64, HistoryError>;
+}
+
+#[derive(Debug, Clone)]
+pub struct PgHistoryPlane {
+    schema: SchemaName,
+}
+
+impl PgHistoryPlane {
+    pub fn new(schema: SchemaName) -> Self {
+        Self { schema }
+    }
+}
+
+fn job_view(row: PgRow) -> JobView {
+    let state: String = row.get("state");
+    JobView {
+        id: JobId(row.get("id")),
+        queue: row.get("queue"),
+        kind: row.get("kind"),
+        args: row.get("args"),
+        priority: row.get("priority"),
+        state: state.parse().unwrap_or(JobState::Available),
+        attempt: row.get("attempt"),
+        max_attempts: row.get("max_attempts"),
+        run_lease: row.get("run_lease"),
+        created_at: row.get("created_at"),
+        at: row.get("at"),
+        last_error: row.get("last_error"),
+        metadata: row.get("metadata"),
+    }
+}
+
+#[async_trait]
+impl HistoryPlane for PgHistoryPlane {
+    async fn job(
+        &self,
+        conn: &mut PgConnection,
+        id: JobId,
+    ) -> Result<Option<JobView>, HistoryError> {
+        let row = sqlx::query(statement(include_str!("../sql/get_job.sql"), &self.schema))
+            .bind(id.0)
+            .fetch_optional(conn)
+            .await?;
+        Ok(row.map(job_view))
+    }
+
+    async fn list(
+        &self,
+        conn: &mut PgConnection,
+        queue: Option<&QueueName>,
+        state: Option<JobState>,
+        limit: i64,
+    ) -> Result<Vec<JobView>, HistoryError> {
+        let rows = sqlx::query(statement(
+            include_str!("../sql/list_jobs.sql"),
+            &self.schema,
+        ))
+        .bind(queue.map(QueueName::as_str))
+        .bind(state.map(JobState::as_str))
+        .bind(limit)
+        .fetch_all(conn)
+        .await?;
+        Ok(rows.into_iter().map(job_view).collect())
+    }
+
+    async fn queue_stats(
+        &self,
+        conn: &mut PgConnection,
+        queue: Option<&QueueName>,
+    ) -> Result<QueueStats, HistoryError> {
+        let rows = sqlx::query(statement(
+            include_str!("../sql/queue_stats.sql"),
+            &self.schema,
+        ))
+        .bind(queue.map(QueueName::as_str))
+        .fetch_all(conn)
+        .await?;
+        let mut stats = QueueStats::new();
+        for row in rows {
+            let q: String = row.get("queue");
+            let state: String = row.get("state");
+            let n: i64 = row.get("n");
+            *stats.entry(q).or_default().entry(state).or_default() += n;
+        }
+        Ok(stats)
+    }
+
+    async fn pending(
+        &self,
+        conn: &mut PgConnection,
+        queues: &[QueueName],
+    ) -> Result<i64, HistoryError> {
+        let names: Vec<&str> = queues.iter().map(QueueName::as_str).collect();
+        let n: i64 =
+            sqlx::query_scalar(statement(include_str!("../sql/pending.sql"), &self.schema))
+                .bind(names)
+                .fetch_one(conn)
+                .await?;
+        Ok(n)
+    }
+}

@@ -1,0 +1,4 @@
+-- ReadyPlane::enqueue. Parallel arrays; see {schema}.enqueue.
+SELECT job_id, inserted, scheduled
+  FROM {schema}.enqueue($1::text[], $2::text[], $3::jsonb[], $4::smallint[],
+                        $5::timestamptz[], $6::integer[], $7::text[], $8::jsonb[])

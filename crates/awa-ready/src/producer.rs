@@ -1,0 +1,95 @@
+//! Enqueueing: the producer's side of the ready plane.
+
+use crate::ReadyError;
+use async_trait::async_trait;
+use awa_core::{JobId, NewJob, SchemaName, sql::statement};
+use sqlx::{PgConnection, Row};
+
+/// What happened to one enqueued job.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct Enqueued {
+    /// The new job's id, or, when its unique key was taken, the id of the
+    /// job that holds the key.
+    pub job_id: JobId,
+    /// False when the unique key was already held by a non-terminal job.
+    pub inserted: bool,
+    /// True when the job waits in the deferred plane until its `run_at`.
+    pub scheduled: bool,
+}
+
+/// The ready plane's producer operations.
+#[async_trait]
+pub trait ReadyPlane: Send + Sync + std::fmt::Debug {
+    /// Enqueue jobs in one round trip, on the caller's connection or
+    /// transaction: commit makes them visible, rollback leaves no trace.
+    /// Results come back in input order.
+    async fn enqueue(
+        &self,
+        conn: &mut PgConnection,
+        jobs: &[NewJob],
+    ) -> Result<Vec<Enqueued>, ReadyError>;
+}
+
+/// The PostgreSQL ready plane of one substrate.
+#[derive(Debug, Clone)]
+pub struct PgReadyPlane {
+    schema: SchemaName,
+}
+
+impl PgReadyPlane {
+    pub fn new(schema: SchemaName) -> Self {
+        Self { schema }
+    }
+
+    pub fn schema(&self) -> &SchemaName {
+        &self.schema
+    }
+}
+
+#[async_trait]
+impl ReadyPlane for PgReadyPlane {
+    async fn enqueue(
+        &self,
+        conn: &mut PgConnection,
+        jobs: &[NewJob],
+    ) -> Result<Vec<Enqueued>, ReadyError> {
+        if jobs.is_empty() {
+            return Ok(Vec::new());
+        }
+        for job in jobs {
+            job.validate()?;
+        }
+        let queues: Vec<&str> = jobs.iter().map(|j| j.queue.as_str()).collect();
+        let kinds: Vec<&str> = jobs.iter().map(|j| j.kind.as_str()).collect();
+        let args: Vec<&serde_json::Value> = jobs.iter().map(|j| &j.args).collect();
+        let priorities: Vec<i16> = jobs.iter().map(|j| j.priority.get()).collect();
+        let run_at: Vec<Option<chrono::DateTime<chrono::Utc>>> =
+            jobs.iter().map(|j| j.run_at).collect();
+        let max_attempts: Vec<Option<i32>> = jobs.iter().map(|j| j.max_attempts).collect();
+        let unique_keys: Vec<Option<&str>> = jobs.iter().map(|j| j.unique_key.as_deref()).collect();
+        let metadata: Vec<Option<&serde_json::Value>> =
+            jobs.iter().map(|j| j.metadata.as_ref()).collect();
+        let rows = sqlx::query(statement(
+            include_str!("../sql/call_enqueue.sql"),
+            &self.schema,
+        ))
+        .bind(queues)
+        .bind(kinds)
+        .bind(args)
+        .bind(priorities)
+        .bind(run_at)
+        .bind(max_attempts)
+        .bind(unique_keys)
+        .bind(metadata)
+        .fetch_all(conn)
+        .await?;
+        Ok(rows
+            .into_iter()
+            .map(|row| Enqueued {
+                job_id: JobId(row.get("job_id")),
+                inserted: row.get("inserted"),
+                scheduled: row.get("scheduled"),
+            })
+            .collect())
+    }
+}
