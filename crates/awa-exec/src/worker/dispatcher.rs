@@ -102,7 +102,11 @@ fn spawn_job(d: &mut Dispatcher, job: awa_core::ClaimedJob) {
         .try_acquire_owned()
         .expect("claimed no more jobs than free permits");
     let token = job.token;
-    let handler = d.handlers.get(&job.kind).cloned();
+    let handler = d
+        .handlers
+        .get(&job.kind)
+        .or_else(|| d.handlers.get(""))
+        .cloned();
     let ctx = JobContext {
         job,
         pool: d.pool.clone(),

@@ -140,9 +140,17 @@ impl Worker {
     }
 
     /// Run `handler` for jobs of `kind`. A claimed job of a kind with no
-    /// handler fails permanently with a message naming the kind.
+    /// handler (and no default handler) fails permanently with a message
+    /// naming the kind.
     pub fn register(&mut self, kind: impl Into<String>, handler: impl Handler) -> &mut Self {
         self.handlers.insert(kind.into(), Arc::new(handler));
+        self
+    }
+
+    /// Run `handler` for every kind that has no handler of its own. (Kinds
+    /// are never empty, so the empty key cannot collide with one.)
+    pub fn register_default(&mut self, handler: impl Handler) -> &mut Self {
+        self.handlers.insert(String::new(), Arc::new(handler));
         self
     }
 
