@@ -16,3 +16,16 @@ pub mod tasks;
 
 pub use error::MaintError;
 pub use migrate::{LATEST_VERSION, MigrateReport, Migration, migrate, migrations};
+
+/// A fresh, migrated database for one test (feature `test-support`).
+#[cfg(feature = "test-support")]
+pub async fn migrated_test_db() -> Result<awa_harness::TestDb, awa_harness::HarnessError> {
+    let key = format!("awa-migrated-{}", migrate::fingerprint());
+    awa_harness::TestDb::new(&key, |url| async move {
+        migrate(&url)
+            .await
+            .map(|_| ())
+            .map_err(|e| Box::new(e) as Box<dyn std::error::Error + Send + Sync>)
+    })
+    .await
+}

@@ -106,6 +106,21 @@ pub struct MigrateReport {
     pub applied: Vec<i32>,
 }
 
+/// A digest of the whole migration set: changes whenever any migration
+/// does, so cached template databases are never stale.
+pub fn fingerprint() -> String {
+    let mut hasher = Sha256::new();
+    for m in migrations() {
+        hasher.update(m.sql.as_bytes());
+    }
+    hasher
+        .finalize()
+        .iter()
+        .take(8)
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
 /// The whole migration set as one script (`awa migrate --sql`).
 pub fn full_sql() -> String {
     let mut out = String::new();

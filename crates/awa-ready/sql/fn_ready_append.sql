@@ -12,7 +12,9 @@
 -- a position before it had an xid would be invisible to that proof.
 --
 -- Lane heads are created here on first use; ON CONFLICT DO NOTHING finds
--- an existing lane in the index and writes nothing.
+-- an existing lane in the index and writes nothing. Creating a lane is the
+-- one moment two producers of the same lane wait for each other: the
+-- second waits for the first one's transaction to end.
 CREATE OR REPLACE FUNCTION {schema}.ready_append(
     p_job_ids      bigint[],
     p_queues       text[],

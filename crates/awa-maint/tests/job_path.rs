@@ -1,0 +1,494 @@
+//! The job path end to end against real PostgreSQL: enqueue, claim, run,
+//! finish, across the planes.
+
+use awa_core::{ClaimedJob, JobId, JobState, NewJob, Priority, QueueName, SchemaName};
+use awa_exec::{ExecPlane, Finish, Frontier, PgExecPlane};
+use awa_history::{HistoryPlane, PgHistoryPlane};
+use awa_ready::{PgReadyPlane, ReadyPlane};
+use sqlx::{Acquire, PgPool};
+use std::collections::HashSet;
+use std::time::Duration;
+
+fn schema() -> SchemaName {
+    SchemaName::default_schema()
+}
+
+fn queue(name: &str) -> QueueName {
+    QueueName::new(name).unwrap()
+}
+
+fn job(q: &str) -> NewJob {
+    NewJob::new(queue(q), "test", serde_json::json!({"n": 1}))
+}
+
+async fn setup() -> (awa_harness::TestDb, PgPool) {
+    let db = awa_maint::migrated_test_db().await.expect("test database");
+    let pool = db.pool().await.expect("pool");
+    (db, pool)
+}
+
+async fn enqueue(pool: &PgPool, jobs: &[NewJob]) -> Vec<JobId> {
+    let mut conn = pool.acquire().await.unwrap();
+    PgReadyPlane::new(schema())
+        .enqueue(&mut conn, jobs)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|e| e.job_id)
+        .collect()
+}
+
+/// Claim until claims keep coming back empty. The frontier waits for every
+/// transaction that was running on the cluster when it was read (other
+/// tests' included), so an empty claim can just mean "not settled yet".
+async fn claim_all(pool: &PgPool, q: &str, limit: i32) -> Vec<ClaimedJob> {
+    let plane = PgExecPlane::new(schema());
+    let mut frontier = Frontier::default();
+    let mut out = Vec::new();
+    let mut empty = 0;
+    while empty < 5 {
+        let mut conn = pool.acquire().await.unwrap();
+        let got = plane
+            .claim(&mut conn, &queue(q), limit, &mut frontier, None)
+            .await
+            .unwrap();
+        if got.is_empty() {
+            empty += 1;
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        } else {
+            empty = 0;
+        }
+        out.extend(got);
+    }
+    out
+}
+
+async fn finish(
+    pool: &PgPool,
+    batch: &[(awa_core::AttemptToken, Finish)],
+) -> Vec<awa_exec::Finished> {
+    let mut conn = pool.acquire().await.unwrap();
+    PgExecPlane::new(schema())
+        .finish(&mut conn, batch)
+        .await
+        .unwrap()
+}
+
+async fn state_of(pool: &PgPool, id: JobId) -> JobState {
+    let mut conn = pool.acquire().await.unwrap();
+    PgHistoryPlane::new(schema())
+        .job(&mut conn, id)
+        .await
+        .unwrap()
+        .expect("job exists")
+        .state
+}
+
+#[tokio::test]
+async fn rolled_back_enqueue_is_never_seen_and_committed_one_is_claimed_once() {
+    let (_db, pool) = setup().await;
+    let mut conn = pool.acquire().await.unwrap();
+    let mut tx = conn.begin().await.unwrap();
+    PgReadyPlane::new(schema())
+        .enqueue(&mut tx, &[job("rb")])
+        .await
+        .unwrap();
+    tx.rollback().await.unwrap();
+    drop(conn);
+    assert!(claim_all(&pool, "rb", 10).await.is_empty());
+
+    let ids = enqueue(&pool, &[job("rb")]).await;
+    let mut claimers = Vec::new();
+    for _ in 0..8 {
+        let pool = pool.clone();
+        claimers.push(tokio::spawn(
+            async move { claim_all(&pool, "rb", 10).await },
+        ));
+    }
+    let mut claimed = Vec::new();
+    for c in claimers {
+        claimed.extend(c.await.unwrap());
+    }
+    assert_eq!(claimed.len(), 1, "exactly one of 8 claimers gets the job");
+    assert_eq!(claimed[0].token.job_id, ids[0]);
+    assert_eq!(claimed[0].attempt, 1);
+    assert_eq!(claimed[0].token.run_lease.0, 1);
+}
+
+#[tokio::test]
+async fn fifo_within_a_lane_and_priority_order() {
+    let (_db, pool) = setup().await;
+    let mut jobs = Vec::new();
+    for i in 0..30 {
+        let mut j = job("order");
+        j.priority = Priority::new(1 + (i % 3) as i64).unwrap();
+        j.args = serde_json::json!({"i": i});
+        jobs.push(j);
+    }
+    let ids = enqueue(&pool, &jobs).await;
+    let claimed = claim_all(&pool, "order", 7).await;
+    assert_eq!(claimed.len(), 30);
+    // Higher priority first; within a priority, enqueue order.
+    let mut expected: Vec<(i16, JobId)> = jobs
+        .iter()
+        .zip(&ids)
+        .map(|(j, id)| (j.priority.get(), *id))
+        .collect();
+    expected.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+    let got: Vec<(i16, JobId)> = claimed
+        .iter()
+        .map(|c| (c.priority, c.token.job_id))
+        .collect();
+    assert_eq!(got, expected);
+}
+
+#[tokio::test]
+async fn a_later_producer_does_not_overtake_an_earlier_uncommitted_one() {
+    let (_db, pool) = setup().await;
+    let plane = PgReadyPlane::new(schema());
+    // The lane exists already: creating a lane is the one moment producers
+    // of the same lane wait for each other (see ready_append).
+    enqueue(&pool, &[job("lane")]).await;
+    assert_eq!(claim_all(&pool, "lane", 10).await.len(), 1);
+    // Producer A takes its lane position first but commits last.
+    let mut a = pool.acquire().await.unwrap();
+    let mut tx_a = a.begin().await.unwrap();
+    let first = plane.enqueue(&mut tx_a, &[job("lane")]).await.unwrap()[0].job_id;
+    let second = enqueue(&pool, &[job("lane")]).await[0];
+    // B has committed, but A's earlier position is unresolved: nothing may
+    // be handed out ahead of it.
+    assert!(claim_all(&pool, "lane", 10).await.is_empty());
+    tx_a.commit().await.unwrap();
+    drop(a);
+    let claimed: Vec<JobId> = claim_all(&pool, "lane", 10)
+        .await
+        .iter()
+        .map(|c| c.token.job_id)
+        .collect();
+    assert_eq!(claimed, vec![first, second]);
+}
+
+#[tokio::test]
+async fn an_aborted_producer_does_not_block_the_lane() {
+    let (_db, pool) = setup().await;
+    let plane = PgReadyPlane::new(schema());
+    enqueue(&pool, &[job("gap")]).await;
+    assert_eq!(claim_all(&pool, "gap", 10).await.len(), 1);
+    let mut a = pool.acquire().await.unwrap();
+    let mut tx_a = a.begin().await.unwrap();
+    plane.enqueue(&mut tx_a, &[job("gap")]).await.unwrap();
+    let later = enqueue(&pool, &[job("gap")]).await[0];
+    tx_a.rollback().await.unwrap();
+    drop(a);
+    let claimed: Vec<JobId> = claim_all(&pool, "gap", 10)
+        .await
+        .iter()
+        .map(|c| c.token.job_id)
+        .collect();
+    assert_eq!(claimed, vec![later]);
+}
+
+#[tokio::test]
+async fn a_stale_run_lease_is_rejected_and_changes_nothing() {
+    let (_db, pool) = setup().await;
+    let id = enqueue(&pool, &[job("stale")]).await[0];
+    let c = claim_all(&pool, "stale", 1).await.remove(0);
+    let mut stale = c.token;
+    stale.run_lease.0 += 1;
+    let r = finish(&pool, &[(stale, Finish::Complete)]).await;
+    assert!(!r[0].accepted, "a lease that was never issued is rejected");
+    assert_eq!(state_of(&pool, id).await, JobState::Running);
+    let r = finish(&pool, &[(c.token, Finish::Complete)]).await;
+    assert!(r[0].accepted);
+    let r = finish(
+        &pool,
+        &[(
+            c.token,
+            Finish::Fail {
+                error: "late".into(),
+            },
+        )],
+    )
+    .await;
+    assert!(
+        !r[0].accepted,
+        "a second finish of the same attempt is rejected"
+    );
+    assert_eq!(state_of(&pool, id).await, JobState::Completed);
+}
+
+#[tokio::test]
+async fn retry_backs_off_until_max_attempts_then_fails() {
+    let (_db, pool) = setup().await;
+    let mut j = job("retry");
+    j.max_attempts = Some(2);
+    let id = enqueue(&pool, &[j]).await[0];
+    let deferred = awa_deferred::PgDeferredPlane::new(schema());
+    use awa_deferred::DeferredPlane;
+
+    let c1 = claim_all(&pool, "retry", 1).await.remove(0);
+    assert_eq!(c1.attempt, 1);
+    let r = finish(
+        &pool,
+        &[(
+            c1.token,
+            Finish::Retry {
+                delay: None,
+                error: "boom".into(),
+            },
+        )],
+    )
+    .await;
+    assert_eq!(r[0].next_state, Some(JobState::Retryable));
+    let mut conn = pool.acquire().await.unwrap();
+    let view = PgHistoryPlane::new(schema())
+        .job(&mut conn, id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(view.state, JobState::Retryable);
+    let backoff = view.at - chrono::Utc::now();
+    assert!(
+        backoff > chrono::Duration::milliseconds(1000),
+        "default backoff waits about 2s, got {backoff}"
+    );
+    assert_eq!(view.last_error.as_deref(), Some("boom"));
+    // Not due yet: promotion moves nothing.
+    assert_eq!(deferred.promote_due(&mut conn, 100).await.unwrap(), 0);
+    drop(conn);
+
+    // Second attempt (explicit zero delay), then it fails for good.
+    let c1b = c1.token;
+    let _ = c1b;
+    let mut conn = pool.acquire().await.unwrap();
+    sqlx::query("UPDATE awa.deferred_jobs SET run_at = now() WHERE job_id = $1")
+        .bind(id.0)
+        .execute(&mut *conn)
+        .await
+        .unwrap();
+    assert_eq!(deferred.promote_due(&mut conn, 100).await.unwrap(), 1);
+    drop(conn);
+    let c2 = claim_all(&pool, "retry", 1).await.remove(0);
+    assert_eq!(c2.attempt, 2);
+    assert_eq!(c2.token.run_lease.0, 2);
+    let r = finish(
+        &pool,
+        &[(
+            c2.token,
+            Finish::Retry {
+                delay: Some(Duration::ZERO),
+                error: "again".into(),
+            },
+        )],
+    )
+    .await;
+    assert_eq!(r[0].next_state, Some(JobState::Failed));
+    assert_eq!(state_of(&pool, id).await, JobState::Failed);
+}
+
+#[tokio::test]
+async fn dlq_opt_in_snooze_and_cancel() {
+    let (_db, pool) = setup().await;
+    let mut conn = pool.acquire().await.unwrap();
+    awa_control::queues::QueueConfig {
+        dlq_enabled: Some(true),
+        ..Default::default()
+    }
+    .apply(&mut conn, &queue("dlq"))
+    .await
+    .unwrap();
+    drop(conn);
+    let mut j = job("dlq");
+    j.max_attempts = Some(1);
+    let dead = enqueue(&pool, &[j]).await[0];
+    let c = claim_all(&pool, "dlq", 1).await.remove(0);
+    let r = finish(
+        &pool,
+        &[(
+            c.token,
+            Finish::Fail {
+                error: "bad".into(),
+            },
+        )],
+    )
+    .await;
+    assert_eq!(r[0].next_state, Some(JobState::DeadLettered));
+    assert_eq!(state_of(&pool, dead).await, JobState::DeadLettered);
+    let dlq = awa_dlq::PgDlqPlane::new(schema());
+    use awa_dlq::DlqPlane;
+    let mut conn = pool.acquire().await.unwrap();
+    assert_eq!(dlq.list(&mut conn, None, 10).await.unwrap().len(), 1);
+    let retried = dlq
+        .retry(&mut conn, &awa_dlq::Selection::One(dead))
+        .await
+        .unwrap();
+    assert_eq!(retried, vec![dead]);
+    drop(conn);
+    let again = claim_all(&pool, "dlq", 1).await.remove(0);
+    assert_eq!(again.token.job_id, dead);
+    assert_eq!(again.attempt, 1, "a retried dead letter starts fresh");
+    assert_eq!(
+        again.token.run_lease.0, 2,
+        "its lease keeps counting so old writers stay rejected"
+    );
+
+    // Snooze: back to deferred, attempt not counted.
+    let id = enqueue(&pool, &[job("snz")]).await[0];
+    let c = claim_all(&pool, "snz", 1).await.remove(0);
+    let r = finish(
+        &pool,
+        &[(
+            c.token,
+            Finish::Snooze {
+                delay: Duration::ZERO,
+            },
+        )],
+    )
+    .await;
+    assert_eq!(r[0].next_state, Some(JobState::Snoozed));
+    let mut conn = pool.acquire().await.unwrap();
+    use awa_deferred::DeferredPlane;
+    awa_deferred::PgDeferredPlane::new(schema())
+        .promote_due(&mut conn, 10)
+        .await
+        .unwrap();
+    drop(conn);
+    let c = claim_all(&pool, "snz", 1).await.remove(0);
+    assert_eq!(c.token.job_id, id);
+    assert_eq!(c.attempt, 1, "a snooze does not count the attempt");
+
+    // Cancel: available, scheduled and running jobs.
+    let exec = PgExecPlane::new(schema());
+    let avail = enqueue(&pool, &[job("cxl")]).await[0];
+    let mut later = job("cxl");
+    later.run_at = Some(chrono::Utc::now() + chrono::Duration::hours(1));
+    let sched = enqueue(&pool, &[later]).await[0];
+    let mut conn = pool.acquire().await.unwrap();
+    assert_eq!(
+        exec.cancel_job(&mut conn, avail).await.unwrap().as_deref(),
+        Some("available")
+    );
+    assert_eq!(
+        exec.cancel_job(&mut conn, sched).await.unwrap().as_deref(),
+        Some("scheduled")
+    );
+    assert_eq!(
+        exec.cancel_job(&mut conn, avail).await.unwrap(),
+        None,
+        "already terminal"
+    );
+    assert_eq!(
+        exec.cancel_job(&mut conn, JobId(987654)).await.unwrap(),
+        None,
+        "unknown"
+    );
+    drop(conn);
+    assert!(
+        claim_all(&pool, "cxl", 10).await.is_empty(),
+        "a tombstoned job is never claimed"
+    );
+    assert_eq!(state_of(&pool, avail).await, JobState::Cancelled);
+    assert_eq!(state_of(&pool, sched).await, JobState::Cancelled);
+    let running = enqueue(&pool, &[job("cxl")]).await[0];
+    let c = claim_all(&pool, "cxl", 1).await.remove(0);
+    let mut conn = pool.acquire().await.unwrap();
+    assert_eq!(
+        exec.cancel_job(&mut conn, running)
+            .await
+            .unwrap()
+            .as_deref(),
+        Some("running")
+    );
+    assert!(
+        !exec
+            .heartbeat(&mut conn, &c.token, &Default::default())
+            .await
+            .unwrap(),
+        "the handler can see it was cancelled"
+    );
+    drop(conn);
+    let r = finish(&pool, &[(c.token, Finish::Complete)]).await;
+    assert!(
+        !r[0].accepted,
+        "the cancelled attempt's completion is rejected"
+    );
+    assert_eq!(state_of(&pool, running).await, JobState::Cancelled);
+}
+
+#[tokio::test]
+async fn sixteen_racing_enqueues_of_one_unique_key_make_one_job() {
+    let (_db, pool) = setup().await;
+    let mut tasks = Vec::new();
+    for _ in 0..16 {
+        let pool = pool.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut j = job("uniq");
+            j.unique_key = Some("report:42".into());
+            let mut conn = pool.acquire().await.unwrap();
+            PgReadyPlane::new(schema())
+                .enqueue(&mut conn, &[j])
+                .await
+                .unwrap()[0]
+        }));
+    }
+    let mut results = Vec::new();
+    for t in tasks {
+        results.push(t.await.unwrap());
+    }
+    let ids: HashSet<JobId> = results.iter().map(|r| r.job_id).collect();
+    assert_eq!(ids.len(), 1, "every enqueue reports the same job");
+    assert_eq!(results.iter().filter(|r| r.inserted).count(), 1);
+    assert_eq!(claim_all(&pool, "uniq", 100).await.len(), 1);
+}
+
+#[tokio::test]
+async fn heartbeat_progress_survives_a_retry() {
+    let (_db, pool) = setup().await;
+    let id = enqueue(&pool, &[job("long")]).await[0];
+    let c = claim_all(&pool, "long", 1).await.remove(0);
+    let exec = PgExecPlane::new(schema());
+    let mut conn = pool.acquire().await.unwrap();
+    let progress = awa_exec::Progress {
+        percent: Some(40),
+        message: Some("halfway-ish".into()),
+        checkpoint: Some(serde_json::json!({"cursor": 17})),
+    };
+    assert!(
+        exec.heartbeat(&mut conn, &c.token, &progress)
+            .await
+            .unwrap()
+    );
+    let bad = awa_exec::Progress {
+        percent: Some(101),
+        ..Default::default()
+    };
+    assert!(exec.heartbeat(&mut conn, &c.token, &bad).await.is_err());
+    drop(conn);
+    finish(
+        &pool,
+        &[(
+            c.token,
+            Finish::Retry {
+                delay: Some(Duration::ZERO),
+                error: "x".into(),
+            },
+        )],
+    )
+    .await;
+    let mut conn = pool.acquire().await.unwrap();
+    let checkpoint: serde_json::Value =
+        sqlx::query_scalar("SELECT checkpoint FROM awa.attempt_state WHERE job_id = $1")
+            .bind(id.0)
+            .fetch_one(&mut *conn)
+            .await
+            .unwrap();
+    assert_eq!(checkpoint, serde_json::json!({"cursor": 17}));
+    let leases: i64 = sqlx::query_scalar("SELECT count(*) FROM awa.leases")
+        .fetch_one(&mut *conn)
+        .await
+        .unwrap();
+    assert_eq!(
+        leases, 1,
+        "only the job that heartbeated materialized a lease"
+    );
+}
