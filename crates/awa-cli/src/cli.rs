@@ -1,4 +1,16 @@
-//! Command-line grammar.
+//! Command-line grammar. Job-path groups live in submodules.
+
+mod dlq;
+mod job;
+mod maint;
+mod queue;
+mod worker;
+
+pub use dlq::*;
+pub use job::*;
+pub use maint::*;
+pub use queue::*;
+pub use worker::*;
 
 use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
@@ -33,6 +45,21 @@ pub enum Command {
     /// Inspect and prepare queue-storage substrates.
     #[command(subcommand)]
     Storage(StorageCommand),
+    /// Enqueue, inspect, list and cancel jobs.
+    #[command(subcommand)]
+    Job(JobCommand),
+    /// Queue counts and settings.
+    #[command(subcommand)]
+    Queue(QueueCommand),
+    /// Dead-lettered jobs: list, retry, purge.
+    #[command(subcommand)]
+    Dlq(DlqCommand),
+    /// Run a worker with a built-in handler (demos and tests).
+    #[command(subcommand)]
+    Worker(WorkerCommand),
+    /// Run database maintenance.
+    #[command(subcommand)]
+    Maint(MaintCommand),
 }
 
 #[derive(Debug, Args)]

@@ -1,6 +1,8 @@
 //! Connecting, with errors that say what to check.
 
 use crate::error::CliError;
+use awa_core::SchemaName;
+use sqlx::postgres::{PgPool, PgPoolOptions};
 use sqlx::{Connection, PgConnection};
 use std::time::Duration;
 
@@ -12,18 +14,63 @@ pub fn require_url(url: &Option<String>) -> Result<&str, CliError> {
         .ok_or(CliError::NoDatabaseUrl)
 }
 
-pub async fn connect(url: &str) -> Result<PgConnection, CliError> {
-    let fail = |reason: String| CliError::Unreachable {
+/// The substrate job commands work on. Only the default for now; a
+/// `--schema` option belongs here once storage transitions route work.
+pub fn schema() -> SchemaName {
+    SchemaName::default_schema()
+}
+
+fn unreachable(url: &str, reason: String) -> CliError {
+    CliError::Unreachable {
         url: redact(url),
         reason,
-    };
+    }
+}
+
+pub async fn connect(url: &str) -> Result<PgConnection, CliError> {
     match tokio::time::timeout(CONNECT_TIMEOUT, PgConnection::connect(url)).await {
         Ok(Ok(conn)) => Ok(conn),
-        Ok(Err(err)) => Err(fail(err.to_string())),
-        Err(_) => Err(fail(format!(
-            "no answer within {}s",
-            CONNECT_TIMEOUT.as_secs()
-        ))),
+        Ok(Err(err)) => Err(unreachable(url, err.to_string())),
+        Err(_) => Err(unreachable(
+            url,
+            format!("no answer within {}s", CONNECT_TIMEOUT.as_secs()),
+        )),
+    }
+}
+
+/// A connection to a database this binary may touch job data in: migrated,
+/// and not by a newer binary.
+pub async fn connect_migrated(url: &str) -> Result<PgConnection, CliError> {
+    let mut conn = connect(url).await?;
+    ensure_migrated(&mut conn).await?;
+    Ok(conn)
+}
+
+/// A pool for long-running commands, checked like `connect_migrated`.
+pub async fn pool_migrated(url: &str, size: u32) -> Result<PgPool, CliError> {
+    let connecting = PgPoolOptions::new()
+        .max_connections(size)
+        .acquire_timeout(CONNECT_TIMEOUT)
+        .connect(url);
+    let pool = match tokio::time::timeout(CONNECT_TIMEOUT, connecting).await {
+        Ok(Ok(pool)) => pool,
+        Ok(Err(err)) => return Err(unreachable(url, err.to_string())),
+        Err(_) => {
+            return Err(unreachable(
+                url,
+                format!("no answer within {}s", CONNECT_TIMEOUT.as_secs()),
+            ));
+        }
+    };
+    let mut conn = pool.acquire().await?;
+    ensure_migrated(&mut conn).await?;
+    Ok(pool)
+}
+
+async fn ensure_migrated(conn: &mut PgConnection) -> Result<(), CliError> {
+    match awa_maint::migrate::check_compatible(conn).await? {
+        Some(_) => Ok(()),
+        None => Err(awa_maint::MaintError::NotMigrated.into()),
     }
 }
 

@@ -9,7 +9,10 @@ mod cli;
 mod commands;
 mod db;
 mod error;
+mod handlers;
+mod input;
 mod output;
+mod shutdown;
 
 use clap::Parser;
 use std::process::ExitCode;

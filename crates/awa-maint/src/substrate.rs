@@ -24,9 +24,8 @@ pub async fn prepare(
     if reset && shape.schema.is_default() {
         return Err(MaintError::DefaultSchemaReset);
     }
-    match check_compatible(conn).await? {
-        None => return Err(MaintError::NotMigrated),
-        Some(_) => {}
+    if check_compatible(conn).await?.is_none() {
+        return Err(MaintError::NotMigrated);
     }
     let mut tx = conn.begin().await?;
     let name = shape.schema.as_str();

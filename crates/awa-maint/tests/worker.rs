@@ -91,7 +91,7 @@ async fn eight_workers_drain_fifty_thousand_jobs_each_completed_once() {
         rejected += w.await.unwrap().unwrap().rejected;
     }
     assert_eq!(rejected, 0);
-    let runs = recorder.0.lock().unwrap();
+    let runs = recorder.0.lock().unwrap().clone();
     assert_eq!(runs.len(), JOBS, "every job ran");
     assert!(runs.values().all(|&n| n == 1), "no job ran twice");
     let distinct: i64 = sqlx::query_scalar("SELECT count(DISTINCT job_id) FROM awa.done_entries")

@@ -6,7 +6,7 @@ use awa_maint::migrate as m;
 
 pub async fn run(cli: &Cli, args: &MigrateArgs) -> Result<(), CliError> {
     if args.sql {
-        print!("{}", m::full_sql());
+        output::print_raw(&m::full_sql());
         return Ok(());
     }
     if let Some(dir) = &args.extract_to {

@@ -1,7 +1,12 @@
 //! One module per command group.
 
+mod dlq;
+mod job;
+mod maint;
 mod migrate;
+mod queue;
 mod storage;
+mod worker;
 
 use crate::cli::{Cli, Command};
 use crate::error::CliError;
@@ -10,5 +15,10 @@ pub async fn run(cli: Cli) -> Result<(), CliError> {
     match &cli.command {
         Command::Migrate(args) => migrate::run(&cli, args).await,
         Command::Storage(cmd) => storage::run(&cli, cmd).await,
+        Command::Job(cmd) => job::run(&cli, cmd).await,
+        Command::Queue(cmd) => queue::run(&cli, cmd).await,
+        Command::Dlq(cmd) => dlq::run(&cli, cmd).await,
+        Command::Worker(cmd) => worker::run(&cli, cmd).await,
+        Command::Maint(cmd) => maint::run(&cli, cmd).await,
     }
 }
