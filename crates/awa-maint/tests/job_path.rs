@@ -38,27 +38,53 @@ async fn enqueue(pool: &PgPool, jobs: &[NewJob]) -> Vec<JobId> {
         .collect()
 }
 
-/// Claim until claims keep coming back empty. The frontier waits for every
-/// transaction that was running on the cluster when it was read (other
-/// tests' included), so an empty claim can just mean "not settled yet".
-async fn claim_all(pool: &PgPool, q: &str, limit: i32) -> Vec<ClaimedJob> {
+/// Claim until `expect` jobs are in hand (or 10 s pass), then make sure
+/// nothing more comes. An empty claim can just mean "frontier not settled
+/// yet": it waits for every transaction that was running on the cluster
+/// when it was read, other tests' included.
+async fn claim_all(pool: &PgPool, q: &str, limit: i32, expect: usize) -> Vec<ClaimedJob> {
     let plane = PgExecPlane::new(schema());
     let mut frontier = Frontier::default();
     let mut out = Vec::new();
-    let mut empty = 0;
-    while empty < 5 {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    let mut empty_after = 0;
+    while empty_after < 5 {
         let mut conn = pool.acquire().await.unwrap();
         let got = plane
             .claim(&mut conn, &queue(q), limit, &mut frontier, None)
             .await
             .unwrap();
-        if got.is_empty() {
-            empty += 1;
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        } else {
-            empty = 0;
-        }
+        let was_empty = got.is_empty();
         out.extend(got);
+        if out.len() >= expect && was_empty {
+            empty_after += 1;
+        }
+        if was_empty {
+            if tokio::time::Instant::now() > deadline {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+    out
+}
+
+/// Claim repeatedly for a fixed time; for races where the caller does not
+/// know which claimer will win.
+async fn claim_for(pool: &PgPool, q: &str, period: Duration) -> Vec<ClaimedJob> {
+    let plane = PgExecPlane::new(schema());
+    let mut frontier = Frontier::default();
+    let mut out = Vec::new();
+    let until = tokio::time::Instant::now() + period;
+    while tokio::time::Instant::now() < until {
+        let mut conn = pool.acquire().await.unwrap();
+        out.extend(
+            plane
+                .claim(&mut conn, &queue(q), 10, &mut frontier, None)
+                .await
+                .unwrap(),
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
     }
     out
 }
@@ -95,15 +121,15 @@ async fn rolled_back_enqueue_is_never_seen_and_committed_one_is_claimed_once() {
         .unwrap();
     tx.rollback().await.unwrap();
     drop(conn);
-    assert!(claim_all(&pool, "rb", 10).await.is_empty());
+    assert!(claim_all(&pool, "rb", 10, 0).await.is_empty());
 
     let ids = enqueue(&pool, &[job("rb")]).await;
     let mut claimers = Vec::new();
     for _ in 0..8 {
         let pool = pool.clone();
-        claimers.push(tokio::spawn(
-            async move { claim_all(&pool, "rb", 10).await },
-        ));
+        claimers.push(tokio::spawn(async move {
+            claim_for(&pool, "rb", Duration::from_secs(1)).await
+        }));
     }
     let mut claimed = Vec::new();
     for c in claimers {
@@ -126,7 +152,7 @@ async fn fifo_within_a_lane_and_priority_order() {
         jobs.push(j);
     }
     let ids = enqueue(&pool, &jobs).await;
-    let claimed = claim_all(&pool, "order", 7).await;
+    let claimed = claim_all(&pool, "order", 7, 30).await;
     assert_eq!(claimed.len(), 30);
     // Higher priority first; within a priority, enqueue order.
     let mut expected: Vec<(i16, JobId)> = jobs
@@ -149,7 +175,7 @@ async fn a_later_producer_does_not_overtake_an_earlier_uncommitted_one() {
     // The lane exists already: creating a lane is the one moment producers
     // of the same lane wait for each other (see ready_append).
     enqueue(&pool, &[job("lane")]).await;
-    assert_eq!(claim_all(&pool, "lane", 10).await.len(), 1);
+    assert_eq!(claim_all(&pool, "lane", 10, 1).await.len(), 1);
     // Producer A takes its lane position first but commits last.
     let mut a = pool.acquire().await.unwrap();
     let mut tx_a = a.begin().await.unwrap();
@@ -157,10 +183,10 @@ async fn a_later_producer_does_not_overtake_an_earlier_uncommitted_one() {
     let second = enqueue(&pool, &[job("lane")]).await[0];
     // B has committed, but A's earlier position is unresolved: nothing may
     // be handed out ahead of it.
-    assert!(claim_all(&pool, "lane", 10).await.is_empty());
+    assert!(claim_all(&pool, "lane", 10, 0).await.is_empty());
     tx_a.commit().await.unwrap();
     drop(a);
-    let claimed: Vec<JobId> = claim_all(&pool, "lane", 10)
+    let claimed: Vec<JobId> = claim_all(&pool, "lane", 10, 2)
         .await
         .iter()
         .map(|c| c.token.job_id)
@@ -173,14 +199,14 @@ async fn an_aborted_producer_does_not_block_the_lane() {
     let (_db, pool) = setup().await;
     let plane = PgReadyPlane::new(schema());
     enqueue(&pool, &[job("gap")]).await;
-    assert_eq!(claim_all(&pool, "gap", 10).await.len(), 1);
+    assert_eq!(claim_all(&pool, "gap", 10, 1).await.len(), 1);
     let mut a = pool.acquire().await.unwrap();
     let mut tx_a = a.begin().await.unwrap();
     plane.enqueue(&mut tx_a, &[job("gap")]).await.unwrap();
     let later = enqueue(&pool, &[job("gap")]).await[0];
     tx_a.rollback().await.unwrap();
     drop(a);
-    let claimed: Vec<JobId> = claim_all(&pool, "gap", 10)
+    let claimed: Vec<JobId> = claim_all(&pool, "gap", 10, 1)
         .await
         .iter()
         .map(|c| c.token.job_id)
@@ -192,7 +218,7 @@ async fn an_aborted_producer_does_not_block_the_lane() {
 async fn a_stale_run_lease_is_rejected_and_changes_nothing() {
     let (_db, pool) = setup().await;
     let id = enqueue(&pool, &[job("stale")]).await[0];
-    let c = claim_all(&pool, "stale", 1).await.remove(0);
+    let c = claim_all(&pool, "stale", 1, 1).await.remove(0);
     let mut stale = c.token;
     stale.run_lease.0 += 1;
     let r = finish(&pool, &[(stale, Finish::Complete)]).await;
@@ -226,7 +252,7 @@ async fn retry_backs_off_until_max_attempts_then_fails() {
     let deferred = awa_deferred::PgDeferredPlane::new(schema());
     use awa_deferred::DeferredPlane;
 
-    let c1 = claim_all(&pool, "retry", 1).await.remove(0);
+    let c1 = claim_all(&pool, "retry", 1, 1).await.remove(0);
     assert_eq!(c1.attempt, 1);
     let r = finish(
         &pool,
@@ -268,7 +294,7 @@ async fn retry_backs_off_until_max_attempts_then_fails() {
         .unwrap();
     assert_eq!(deferred.promote_due(&mut conn, 100).await.unwrap(), 1);
     drop(conn);
-    let c2 = claim_all(&pool, "retry", 1).await.remove(0);
+    let c2 = claim_all(&pool, "retry", 1, 1).await.remove(0);
     assert_eq!(c2.attempt, 2);
     assert_eq!(c2.token.run_lease.0, 2);
     let r = finish(
@@ -301,7 +327,7 @@ async fn dlq_opt_in_snooze_and_cancel() {
     let mut j = job("dlq");
     j.max_attempts = Some(1);
     let dead = enqueue(&pool, &[j]).await[0];
-    let c = claim_all(&pool, "dlq", 1).await.remove(0);
+    let c = claim_all(&pool, "dlq", 1, 1).await.remove(0);
     let r = finish(
         &pool,
         &[(
@@ -324,7 +350,7 @@ async fn dlq_opt_in_snooze_and_cancel() {
         .unwrap();
     assert_eq!(retried, vec![dead]);
     drop(conn);
-    let again = claim_all(&pool, "dlq", 1).await.remove(0);
+    let again = claim_all(&pool, "dlq", 1, 1).await.remove(0);
     assert_eq!(again.token.job_id, dead);
     assert_eq!(again.attempt, 1, "a retried dead letter starts fresh");
     assert_eq!(
@@ -334,7 +360,7 @@ async fn dlq_opt_in_snooze_and_cancel() {
 
     // Snooze: back to deferred, attempt not counted.
     let id = enqueue(&pool, &[job("snz")]).await[0];
-    let c = claim_all(&pool, "snz", 1).await.remove(0);
+    let c = claim_all(&pool, "snz", 1, 1).await.remove(0);
     let r = finish(
         &pool,
         &[(
@@ -353,7 +379,7 @@ async fn dlq_opt_in_snooze_and_cancel() {
         .await
         .unwrap();
     drop(conn);
-    let c = claim_all(&pool, "snz", 1).await.remove(0);
+    let c = claim_all(&pool, "snz", 1, 1).await.remove(0);
     assert_eq!(c.token.job_id, id);
     assert_eq!(c.attempt, 1, "a snooze does not count the attempt");
 
@@ -384,13 +410,13 @@ async fn dlq_opt_in_snooze_and_cancel() {
     );
     drop(conn);
     assert!(
-        claim_all(&pool, "cxl", 10).await.is_empty(),
+        claim_all(&pool, "cxl", 10, 0).await.is_empty(),
         "a tombstoned job is never claimed"
     );
     assert_eq!(state_of(&pool, avail).await, JobState::Cancelled);
     assert_eq!(state_of(&pool, sched).await, JobState::Cancelled);
     let running = enqueue(&pool, &[job("cxl")]).await[0];
-    let c = claim_all(&pool, "cxl", 1).await.remove(0);
+    let c = claim_all(&pool, "cxl", 1, 1).await.remove(0);
     let mut conn = pool.acquire().await.unwrap();
     assert_eq!(
         exec.cancel_job(&mut conn, running)
@@ -438,14 +464,14 @@ async fn sixteen_racing_enqueues_of_one_unique_key_make_one_job() {
     let ids: HashSet<JobId> = results.iter().map(|r| r.job_id).collect();
     assert_eq!(ids.len(), 1, "every enqueue reports the same job");
     assert_eq!(results.iter().filter(|r| r.inserted).count(), 1);
-    assert_eq!(claim_all(&pool, "uniq", 100).await.len(), 1);
+    assert_eq!(claim_all(&pool, "uniq", 100, 1).await.len(), 1);
 }
 
 #[tokio::test]
 async fn heartbeat_progress_survives_a_retry() {
     let (_db, pool) = setup().await;
     let id = enqueue(&pool, &[job("long")]).await[0];
-    let c = claim_all(&pool, "long", 1).await.remove(0);
+    let c = claim_all(&pool, "long", 1, 1).await.remove(0);
     let exec = PgExecPlane::new(schema());
     let mut conn = pool.acquire().await.unwrap();
     let progress = awa_exec::Progress {
