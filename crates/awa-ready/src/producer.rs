@@ -18,6 +18,27 @@ pub struct Enqueued {
 }
 
 /// The ready plane's producer operations.
+///
+/// Enqueue inside your own transaction, so the job exists exactly when your
+/// data does:
+///
+/// ```no_run
+/// use awa_core::{NewJob, QueueName, SchemaName};
+/// use awa_ready::{PgReadyPlane, ReadyPlane};
+/// use sqlx::Connection;
+///
+/// # async fn example(conn: &mut sqlx::PgConnection) -> Result<(), Box<dyn std::error::Error>> {
+/// let producer = PgReadyPlane::new(SchemaName::default_schema());
+/// let mut tx = conn.begin().await?;
+/// // ... your own writes on `tx` ...
+/// let mut email = NewJob::new(QueueName::new("email")?, "send_welcome", serde_json::json!({"user": 42}));
+/// email.unique_key = Some("welcome:42".into()); // at most one live job per key
+/// let done = producer.enqueue(&mut tx, &[email]).await?;
+/// tx.commit().await?; // visible to workers now; a rollback would leave no trace
+/// println!("job {} (new: {})", done[0].job_id, done[0].inserted);
+/// # Ok(())
+/// # }
+/// ```
 #[async_trait]
 pub trait ReadyPlane: Send + Sync + std::fmt::Debug {
     /// Enqueue jobs in one round trip, on the caller's connection or
