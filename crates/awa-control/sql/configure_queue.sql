@@ -1,10 +1,11 @@
 -- QueueConfig::apply: create or change one queue's settings; NULL keeps
 -- the current value (or the default for a new queue). Bounds are the
--- table's CHECK constraints.
+-- table's CHECK constraints. An aging interval of 0 (or less) means off and
+-- is stored as NULL: a zero interval would divide by zero in every claim.
 INSERT INTO awa.queue_meta AS m (queue, dlq_enabled, max_attempts, shard_count,
                                  priority_aging_interval, dlq_retention, paused)
 VALUES ($1, coalesce($2, false), coalesce($3, 25), coalesce($4, 1),
-        make_interval(secs => $5), coalesce(make_interval(secs => $6), interval '14 days'), coalesce($7, false))
+        CASE WHEN $5 > 0 THEN make_interval(secs => $5) END, coalesce(make_interval(secs => $6), interval '14 days'), coalesce($7, false))
 ON CONFLICT (queue) DO UPDATE
    SET dlq_enabled             = coalesce($2, m.dlq_enabled),
        max_attempts            = coalesce($3, m.max_attempts),

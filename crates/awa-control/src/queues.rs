@@ -30,7 +30,9 @@ pub struct QueueSettings {
 }
 
 impl QueueConfig {
-    fn validate(&self) -> Result<(), InvalidInput> {
+    /// Check the bounds without a database, so callers can refuse bad
+    /// input before connecting.
+    pub fn validate(&self) -> Result<(), InvalidInput> {
         if let Some(m) = self.max_attempts
             && !(1..=1000).contains(&m)
         {

@@ -84,7 +84,14 @@ async fn lead_once(
     host: &str,
     role: Option<&watch::Sender<Role>>,
 ) -> Result<(), MaintError> {
-    let mut conn = PgConnection::connect(&config.database_url).await?;
+    // Bounded, so an unreachable server shows up as a logged retry rather
+    // than a candidate stuck forever in connect.
+    let mut conn = tokio::time::timeout(
+        Duration::from_secs(10),
+        PgConnection::connect(&config.database_url),
+    )
+    .await
+    .map_err(|_| MaintError::LeadershipLost("connecting for the leader lock timed out".into()))??;
     let won: bool = sqlx::query_scalar(include_str!("../sql/leader_try_lock.sql"))
         .fetch_one(&mut conn)
         .await?;

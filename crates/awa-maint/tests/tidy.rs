@@ -5,11 +5,16 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 fn workspace_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().unwrap()
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .canonicalize()
+        .unwrap()
 }
 
 fn files_with_ext(dir: &Path, ext: &str, out: &mut Vec<PathBuf>) {
-    let Ok(entries) = fs::read_dir(dir) else { return };
+    let Ok(entries) = fs::read_dir(dir) else {
+        return;
+    };
     for entry in entries.flatten() {
         let path = entry.path();
         if path.is_dir() {
@@ -32,7 +37,10 @@ fn every_sql_file_is_used_by_its_crate() {
         }
         let mut rust = Vec::new();
         files_with_ext(&krate.path().join("src"), "rs", &mut rust);
-        let source: String = rust.iter().map(|p| fs::read_to_string(p).unwrap()).collect();
+        let source: String = rust
+            .iter()
+            .map(|p| fs::read_to_string(p).unwrap())
+            .collect();
         for file in sql {
             let name = file.file_name().unwrap().to_str().unwrap();
             if !source.contains(&format!("sql/{name}\"")) {
@@ -40,7 +48,10 @@ fn every_sql_file_is_used_by_its_crate() {
             }
         }
     }
-    assert!(orphans.is_empty(), "SQL files no code includes: {orphans:#?}");
+    assert!(
+        orphans.is_empty(),
+        "SQL files no code includes: {orphans:#?}"
+    );
 }
 
 #[test]

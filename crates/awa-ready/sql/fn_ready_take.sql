@@ -82,7 +82,7 @@ BEGIN
     ),
     aged AS (
         SELECT c.*,
-               min(c.priority + CASE WHEN p_aging IS NULL THEN 0
+               min(c.priority + CASE WHEN p_aging IS NULL OR p_aging <= interval '0' THEN 0
                                      ELSE floor(extract(epoch FROM now() - c.ready_at)
                                                 / extract(epoch FROM p_aging)) END)
                    OVER (PARTITION BY c.priority, c.shard ORDER BY c.lane_seq) AS effective

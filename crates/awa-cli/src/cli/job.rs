@@ -1,0 +1,66 @@
+//! `awa job ...`
+
+use clap::{Args, Subcommand};
+
+#[derive(Debug, Subcommand)]
+pub enum JobCommand {
+    /// Enqueue a job, or --count copies of it in one transaction.
+    Enqueue(EnqueueArgs),
+    /// Show everything known about one job.
+    Dump(JobIdArg),
+    /// Cancel a job that has not finished yet.
+    Cancel(JobIdArg),
+    /// List jobs, newest first.
+    List(JobListArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct EnqueueArgs {
+    /// Letters, digits and _ - . : (up to 63 bytes).
+    #[arg(long)]
+    pub queue: String,
+    /// What the job is; workers pick a handler by it.
+    #[arg(long)]
+    pub kind: String,
+    /// Job arguments as JSON.
+    #[arg(long, default_value = "{}")]
+    pub args: String,
+    /// 1 (lowest) to 4 (highest).
+    #[arg(long, default_value_t = 2, allow_negative_numbers = true)]
+    pub priority: i64,
+    /// Run no earlier than this RFC 3339 time, e.g. 2026-12-01T10:00:00Z.
+    #[arg(long)]
+    pub run_at: Option<String>,
+    /// 1 to 1000; the queue's default when left out.
+    #[arg(long, allow_negative_numbers = true)]
+    pub max_attempts: Option<i64>,
+    /// At most one unfinished job holds a key; a duplicate reports its id.
+    #[arg(long)]
+    pub unique_key: Option<String>,
+    /// Free-form JSON kept with the job.
+    #[arg(long)]
+    pub metadata: Option<String>,
+    /// Enqueue this many copies (1 to 1000000), all or none.
+    #[arg(long, default_value_t = 1, allow_negative_numbers = true)]
+    pub count: i64,
+}
+
+#[derive(Debug, Args)]
+pub struct JobIdArg {
+    #[arg(allow_negative_numbers = true)]
+    pub id: i64,
+}
+
+#[derive(Debug, Args)]
+pub struct JobListArgs {
+    /// Only this queue.
+    #[arg(long)]
+    pub queue: Option<String>,
+    /// available, scheduled, retryable, snoozed, running, completed, failed,
+    /// cancelled or dead_lettered.
+    #[arg(long)]
+    pub state: Option<String>,
+    /// At most this many jobs (1 to 10000).
+    #[arg(long, default_value_t = 50, allow_negative_numbers = true)]
+    pub limit: i64,
+}

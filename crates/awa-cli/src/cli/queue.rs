@@ -1,0 +1,51 @@
+//! `awa queue ...`
+
+use clap::{ArgGroup, Args, Subcommand, ValueEnum};
+
+#[derive(Debug, Subcommand)]
+pub enum QueueCommand {
+    /// Jobs per state, per queue (all queues with jobs, or one).
+    Stats(QueueStatsArgs),
+    /// Create a queue's settings or change some of them; shows the result.
+    Configure(ConfigureArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct QueueStatsArgs {
+    /// Only this queue (shown with zeros even when it has no jobs).
+    pub queue: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Switch {
+    On,
+    Off,
+}
+
+#[derive(Debug, Args)]
+#[command(group(ArgGroup::new("pausing").args(["pause", "resume"])))]
+pub struct ConfigureArgs {
+    /// The queue; created with defaults for anything not given.
+    pub queue: String,
+    /// Dead-letter jobs that fail for good instead of dropping them.
+    #[arg(long, value_enum)]
+    pub dlq: Option<Switch>,
+    /// Default max attempts for new jobs (1 to 1000).
+    #[arg(long, allow_negative_numbers = true)]
+    pub max_attempts: Option<i64>,
+    /// Lanes per priority (1 to 64); 1 keeps strict FIFO.
+    #[arg(long, allow_negative_numbers = true)]
+    pub shards: Option<i64>,
+    /// Raise waiting jobs one priority per this long (e.g. 5m), or `off`.
+    #[arg(long, value_name = "DUR|off")]
+    pub priority_aging: Option<String>,
+    /// Keep dead-lettered jobs this long (e.g. 14days).
+    #[arg(long, value_name = "DUR")]
+    pub dlq_retention: Option<String>,
+    /// Stop handing out this queue's jobs.
+    #[arg(long)]
+    pub pause: bool,
+    /// Hand out this queue's jobs again.
+    #[arg(long)]
+    pub resume: bool,
+}

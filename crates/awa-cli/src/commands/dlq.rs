@@ -1,0 +1,115 @@
+//! `awa dlq ...`
+
+use crate::cli::{Cli, DlqCommand, DlqListArgs, DlqSelectArgs};
+use crate::{db, error::CliError, input, output};
+use awa_core::{JobId, QueueName};
+use awa_dlq::{DlqPlane, PgDlqPlane, Selection};
+
+pub async fn run(cli: &Cli, cmd: &DlqCommand) -> Result<(), CliError> {
+    match cmd {
+        DlqCommand::List(args) => list(cli, args).await,
+        DlqCommand::Retry(args) => act(cli, args, Action::Retry).await,
+        DlqCommand::Purge(args) => act(cli, args, Action::Purge).await,
+    }
+}
+
+async fn list(cli: &Cli, args: &DlqListArgs) -> Result<(), CliError> {
+    let queue = args.queue.clone().map(QueueName::new).transpose()?;
+    let limit = input::in_range(
+        "limit",
+        args.limit,
+        1,
+        super::job::MAX_LIST,
+        "narrow the list with --queue",
+    )?;
+    let url = db::require_url(&cli.database_url)?;
+    let mut conn = db::connect_migrated(url).await?;
+    let entries = PgDlqPlane::new(db::schema())
+        .list(&mut conn, queue.as_ref(), limit)
+        .await?;
+    output::emit(cli.json, &entries, || {
+        if entries.is_empty() {
+            return "the dead-letter queue is empty".into();
+        }
+        let rows: Vec<Vec<String>> = entries
+            .iter()
+            .map(|e| {
+                vec![
+                    e.job_id.to_string(),
+                    output::cell(&e.queue, 24),
+                    output::cell(&e.kind, 24),
+                    format!("{}/{}", e.attempt, e.max_attempts),
+                    e.dead_at.format("%Y-%m-%d %H:%M:%S").to_string(),
+                    e.last_error
+                        .as_deref()
+                        .map_or(String::new(), |x| output::cell(x, 50)),
+                ]
+            })
+            .collect();
+        output::table(
+            &[
+                "ID",
+                "QUEUE",
+                "KIND",
+                "ATTEMPT",
+                "DEAD AT (UTC)",
+                "LAST ERROR",
+            ],
+            &rows,
+        )
+    });
+    Ok(())
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Action {
+    Retry,
+    Purge,
+}
+
+fn selection(args: &DlqSelectArgs) -> Result<Selection, CliError> {
+    // clap's group guarantees exactly one of --id / --all.
+    match args.id {
+        Some(id) => Ok(Selection::One(input::job_id(id)?)),
+        None => Ok(Selection::All {
+            queue: args.queue.clone().map(QueueName::new).transpose()?,
+        }),
+    }
+}
+
+async fn act(cli: &Cli, args: &DlqSelectArgs, action: Action) -> Result<(), CliError> {
+    let which = selection(args)?;
+    let url = db::require_url(&cli.database_url)?;
+    let mut conn = db::connect_migrated(url).await?;
+    let schema = db::schema();
+    let plane = PgDlqPlane::new(schema.clone());
+    let ids: Vec<JobId> = match action {
+        Action::Retry => plane.retry(&mut conn, &which).await?,
+        Action::Purge => plane.purge(&mut conn, &which).await?,
+    };
+    if let Selection::One(id) = which
+        && ids.is_empty()
+    {
+        return Err(CliError::NotFound(format!(
+            "no dead-lettered job with id {id} in schema {schema}"
+        )));
+    }
+    let (key, one, many) = match action {
+        Action::Retry => (
+            "retried",
+            "moved back to its queue",
+            "moved back to their queues",
+        ),
+        Action::Purge => ("purged", "deleted", "deleted"),
+    };
+    let value = serde_json::json!({ key: ids });
+    output::emit(cli.json, &value, || {
+        let list: Vec<String> = ids.iter().map(JobId::to_string).collect();
+        match ids.len() {
+            0 => "no dead-lettered jobs matched".into(),
+            1 => format!("job {} {one}", list[0]),
+            n => format!("{n} jobs {many}: {}", list.join(", ")),
+        }
+    });
+    Ok(())
+}

@@ -1,0 +1,264 @@
+//! `awa job ...`
+
+use crate::cli::{Cli, EnqueueArgs, JobCommand, JobListArgs};
+use crate::{db, error::CliError, input, output};
+use awa_core::{JobState, NewJob, Priority, QueueName};
+use awa_exec::{ExecPlane, PgExecPlane};
+use awa_history::{HistoryPlane, JobView, PgHistoryPlane};
+use awa_ready::{Enqueued, PgReadyPlane, ReadyPlane};
+use sqlx::Connection;
+
+/// Jobs per enqueue round trip: large enough to amortise the trip, small
+/// enough that one statement's arrays stay a few megabytes.
+const BATCH: usize = 5000;
+const MAX_COUNT: i64 = 1_000_000;
+pub const MAX_LIST: i64 = 10_000;
+
+pub async fn run(cli: &Cli, cmd: &JobCommand) -> Result<(), CliError> {
+    match cmd {
+        JobCommand::Enqueue(args) => enqueue(cli, args).await,
+        JobCommand::Dump(arg) => dump(cli, arg.id).await,
+        JobCommand::Cancel(arg) => cancel(cli, arg.id).await,
+        JobCommand::List(args) => list(cli, args).await,
+    }
+}
+
+fn new_job(args: &EnqueueArgs) -> Result<NewJob, CliError> {
+    let queue = QueueName::new(args.queue.clone())?;
+    let mut job = NewJob::new(queue, args.kind.clone(), input::json("--args", &args.args)?);
+    job.priority = Priority::new(args.priority)?;
+    job.run_at = args
+        .run_at
+        .as_deref()
+        .map(|t| input::timestamp("--run-at", t))
+        .transpose()?;
+    job.max_attempts = args
+        .max_attempts
+        .map(|m| {
+            input::in_range(
+                "max attempts",
+                m,
+                1,
+                NewJob::MAX_ATTEMPTS as i64,
+                "a job runs at least once; leave it out for the queue default",
+            )
+            .map(|m| m as i32)
+        })
+        .transpose()?;
+    job.unique_key = args.unique_key.clone();
+    job.metadata = args
+        .metadata
+        .as_deref()
+        .map(|m| input::json("--metadata", m))
+        .transpose()?;
+    job.validate()?;
+    Ok(job)
+}
+
+async fn enqueue(cli: &Cli, args: &EnqueueArgs) -> Result<(), CliError> {
+    let job = new_job(args)?;
+    let count = input::in_range(
+        "count",
+        args.count,
+        1,
+        MAX_COUNT,
+        "enqueue larger volumes in several runs",
+    )? as usize;
+    let url = db::require_url(&cli.database_url)?;
+    let mut conn = db::connect_migrated(url).await?;
+    let plane = PgReadyPlane::new(db::schema());
+
+    // One transaction for every batch: a failure part-way leaves nothing.
+    let mut tx = conn.begin().await?;
+    let mut results: Vec<Enqueued> = Vec::with_capacity(count);
+    while results.len() < count {
+        let batch = vec![job.clone(); (count - results.len()).min(BATCH)];
+        results.extend(plane.enqueue(&mut tx, &batch).await?);
+    }
+    tx.commit().await?;
+
+    let ids: Vec<i64> = results.iter().map(|r| r.job_id.0).collect();
+    let inserted: Vec<i64> = results
+        .iter()
+        .filter(|r| r.inserted)
+        .map(|r| r.job_id.0)
+        .collect();
+    let mut existing: Vec<i64> = results
+        .iter()
+        .filter(|r| !r.inserted)
+        .map(|r| r.job_id.0)
+        .collect();
+    existing.sort_unstable();
+    existing.dedup();
+    let scheduled = results.iter().filter(|r| r.inserted && r.scheduled).count();
+    let value = serde_json::json!({
+        "ids": ids,
+        "inserted": inserted.len(),
+        "scheduled": scheduled,
+        "existing": existing,
+    });
+    output::emit(cli.json, &value, || {
+        enqueue_text(&job, &inserted, scheduled, &existing, count)
+    });
+    Ok(())
+}
+
+fn enqueue_text(
+    job: &NewJob,
+    inserted: &[i64],
+    scheduled: usize,
+    existing: &[i64],
+    count: usize,
+) -> String {
+    let mut out = match inserted {
+        [] => String::from("nothing enqueued"),
+        [id] => format!("enqueued job {id} on queue {}", job.queue),
+        [first, .., last] => format!(
+            "enqueued {} jobs on queue {} (ids {first}..{last})",
+            inserted.len(),
+            job.queue
+        ),
+    };
+    if scheduled > 0
+        && let Some(at) = job.run_at
+    {
+        out.push_str(&format!(", scheduled for {}", at.to_rfc3339()));
+    }
+    if !existing.is_empty() {
+        let key = job
+            .unique_key
+            .as_deref()
+            .map(output::clean)
+            .unwrap_or_default();
+        let held: Vec<String> = existing.iter().map(i64::to_string).collect();
+        out.push_str(&format!(
+            "; {} of {count} matched unique key {key:?}, already held by existing job {}",
+            count - inserted.len(),
+            held.join(", ")
+        ));
+    }
+    out
+}
+
+async fn dump(cli: &Cli, id: i64) -> Result<(), CliError> {
+    let id = input::job_id(id)?;
+    let url = db::require_url(&cli.database_url)?;
+    let mut conn = db::connect_migrated(url).await?;
+    let schema = db::schema();
+    let Some(job) = PgHistoryPlane::new(schema.clone())
+        .job(&mut conn, id)
+        .await?
+    else {
+        return Err(CliError::NotFound(format!(
+            "no job with id {id} in schema {schema}"
+        )));
+    };
+    output::emit(cli.json, &job, || dump_text(&job));
+    Ok(())
+}
+
+fn dump_text(job: &JobView) -> String {
+    let json = |v: &serde_json::Value| v.to_string();
+    [
+        ("id", job.id.to_string()),
+        ("queue", output::clean(&job.queue)),
+        ("kind", output::clean(&job.kind)),
+        ("state", job.state.to_string()),
+        ("priority", job.priority.to_string()),
+        (
+            "attempt",
+            format!("{} of {}", job.attempt, job.max_attempts),
+        ),
+        ("run_lease", job.run_lease.to_string()),
+        ("created_at", job.created_at.to_rfc3339()),
+        ("at", job.at.to_rfc3339()),
+        (
+            "last_error",
+            job.last_error.as_deref().map_or("-".into(), output::clean),
+        ),
+        ("args", json(&job.args)),
+        ("metadata", job.metadata.as_ref().map_or("-".into(), json)),
+    ]
+    .iter()
+    .map(|(k, v)| format!("{k}: {v}"))
+    .collect::<Vec<_>>()
+    .join("\n")
+}
+
+async fn cancel(cli: &Cli, id: i64) -> Result<(), CliError> {
+    let id = input::job_id(id)?;
+    let url = db::require_url(&cli.database_url)?;
+    let mut conn = db::connect_migrated(url).await?;
+    let schema = db::schema();
+    let Some(from) = PgExecPlane::new(schema.clone())
+        .cancel_job(&mut conn, id)
+        .await?
+    else {
+        return Err(CliError::NotFound(format!(
+            "no unfinished job with id {id} in schema {schema} (unknown, or already completed, failed, cancelled or dead-lettered)"
+        )));
+    };
+    let value = serde_json::json!({ "id": id, "cancelled_from": from });
+    output::emit(cli.json, &value, || {
+        format!("cancelled job {id} (it was {})", output::clean(&from))
+    });
+    Ok(())
+}
+
+async fn list(cli: &Cli, args: &JobListArgs) -> Result<(), CliError> {
+    let queue = args.queue.clone().map(QueueName::new).transpose()?;
+    let state = args
+        .state
+        .as_deref()
+        .map(str::parse::<JobState>)
+        .transpose()
+        .map_err(CliError::Usage)?;
+    let limit = input::in_range(
+        "limit",
+        args.limit,
+        1,
+        MAX_LIST,
+        "narrow the list with --queue or --state",
+    )?;
+    let url = db::require_url(&cli.database_url)?;
+    let mut conn = db::connect_migrated(url).await?;
+    let jobs = PgHistoryPlane::new(db::schema())
+        .list(&mut conn, queue.as_ref(), state, limit)
+        .await?;
+    output::emit(cli.json, &jobs, || {
+        if jobs.is_empty() {
+            return "no jobs".into();
+        }
+        let rows: Vec<Vec<String>> = jobs
+            .iter()
+            .map(|j| {
+                vec![
+                    j.id.to_string(),
+                    output::cell(&j.queue, 24),
+                    output::cell(&j.kind, 24),
+                    j.state.to_string(),
+                    format!("{}/{}", j.attempt, j.max_attempts),
+                    j.priority.to_string(),
+                    j.at.format("%Y-%m-%d %H:%M:%S").to_string(),
+                    j.last_error
+                        .as_deref()
+                        .map_or(String::new(), |e| output::cell(e, 40)),
+                ]
+            })
+            .collect();
+        output::table(
+            &[
+                "ID",
+                "QUEUE",
+                "KIND",
+                "STATE",
+                "ATTEMPT",
+                "PRI",
+                "AT (UTC)",
+                "LAST ERROR",
+            ],
+            &rows,
+        )
+    });
+    Ok(())
+}

@@ -1,0 +1,83 @@
+//! Turning what the user typed into checked values, before any connection
+//! is opened: bad input must never reach the database.
+
+use crate::error::CliError;
+use awa_core::InvalidInput;
+use chrono::{DateTime, Utc};
+use std::time::Duration;
+
+/// `value` if it lies in `min..=max`.
+pub fn in_range(
+    what: &'static str,
+    value: i64,
+    min: i64,
+    max: i64,
+    hint: &'static str,
+) -> Result<i64, CliError> {
+    if (min..=max).contains(&value) {
+        Ok(value)
+    } else {
+        Err(InvalidInput::OutOfRange {
+            what,
+            value,
+            min,
+            max,
+            hint,
+        }
+        .into())
+    }
+}
+
+pub fn job_id(value: i64) -> Result<awa_core::JobId, CliError> {
+    in_range(
+        "job id",
+        value,
+        1,
+        i64::MAX,
+        "job ids are positive integers",
+    )
+    .map(awa_core::JobId)
+}
+
+pub fn json(flag: &str, text: &str) -> Result<serde_json::Value, CliError> {
+    serde_json::from_str(text).map_err(|err| {
+        CliError::Usage(format!(
+            "{flag} is not valid JSON ({err}); pass a JSON value, e.g. {flag} '{{\"id\": 1}}'"
+        ))
+    })
+}
+
+pub fn timestamp(flag: &str, text: &str) -> Result<DateTime<Utc>, CliError> {
+    DateTime::parse_from_rfc3339(text)
+        .map(|t| t.with_timezone(&Utc))
+        .map_err(|err| {
+            CliError::Usage(format!(
+                "{flag} {text:?} is not an RFC 3339 timestamp ({err}); expected e.g. 2026-12-01T10:00:00Z"
+            ))
+        })
+}
+
+pub fn duration(flag: &str, text: &str) -> Result<Duration, CliError> {
+    humantime::parse_duration(text).map_err(|err| {
+        CliError::Usage(format!(
+            "{flag} {text:?} is not a duration ({err}); expected e.g. 30s, 5m, 2h or 14days"
+        ))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_and_refuses() {
+        assert!(json("--args", "{not json").is_err());
+        assert_eq!(json("--args", "{}").unwrap(), serde_json::json!({}));
+        assert!(timestamp("--run-at", "tomorrow").is_err());
+        assert!(timestamp("--run-at", "2026-12-01T10:00:00Z").is_ok());
+        assert_eq!(duration("--x", "5m").unwrap(), Duration::from_secs(300));
+        assert!(duration("--x", "soon").is_err());
+        assert!(in_range("n", 0, 1, 10, "").is_err());
+        assert!(job_id(-3).is_err());
+    }
+}

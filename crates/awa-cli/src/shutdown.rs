@@ -1,0 +1,25 @@
+//! Waiting for the operator (or a supervisor) to ask us to stop.
+
+/// Resolves on Ctrl-C or SIGTERM.
+pub async fn signalled() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = tokio::signal::ctrl_c() => {}
+                    _ = term.recv() => {}
+                }
+                return;
+            }
+            Err(err) => tracing::warn!(error = %err, "cannot watch SIGTERM; only Ctrl-C stops"),
+        }
+    }
+    if let Err(err) = tokio::signal::ctrl_c().await {
+        // The default signal actions still end the process; unfinished
+        // attempts are then rescued by maintenance, not lost.
+        tracing::warn!(error = %err, "cannot watch Ctrl-C; stop with a signal");
+        std::future::pending::<()>().await;
+    }
+}

@@ -1,0 +1,155 @@
+//! Running the built `awa` binary against a test database.
+
+#![allow(dead_code)] // each test binary uses its own subset
+
+use awa_harness::TestDb;
+use std::io::Read;
+use std::process::{Child, Command, Stdio};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// A fresh, migrated database of its own.
+pub async fn migrated_db() -> TestDb {
+    let key = format!("awa-migrated-v{}", awa_maint::LATEST_VERSION);
+    TestDb::new(&key, |url| async move {
+        awa_maint::migrate(&url)
+            .await
+            .map(|_| ())
+            .map_err(|e| e.into())
+    })
+    .await
+    .expect("a migrated test database")
+}
+
+#[derive(Debug)]
+pub struct Run {
+    pub code: Option<i32>,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl Run {
+    pub fn ok(&self) -> bool {
+        self.code == Some(0)
+    }
+
+    /// Parsed stdout of a successful `--json` run.
+    pub fn json(&self) -> serde_json::Value {
+        assert!(self.ok(), "expected success, got {self:#?}");
+        serde_json::from_str(&self.stdout)
+            .unwrap_or_else(|e| panic!("stdout is not JSON ({e}): {self:#?}"))
+    }
+
+    /// Assert a refusal whose message mentions `needle` (case-insensitive).
+    pub fn refused(&self, needle: &str) -> &Self {
+        assert!(
+            !self.ok() && self.code.is_some(),
+            "expected a non-zero exit, got {self:#?}"
+        );
+        assert!(
+            self.stderr.to_lowercase().contains(&needle.to_lowercase()),
+            "stderr should mention {needle:?}: {self:#?}"
+        );
+        self
+    }
+}
+
+const TIMEOUT: Duration = Duration::from_secs(120);
+
+/// `awa --database-url URL ARGS...`, killed if it runs past two minutes.
+pub fn awa(url: &str, args: &[&str]) -> Run {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_awa"));
+    cmd.arg("--database-url").arg(url).args(args);
+    run(cmd)
+}
+
+/// `awa ARGS...` with no database configured at all.
+pub fn awa_bare(args: &[&str]) -> Run {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_awa"));
+    cmd.args(args);
+    run(cmd)
+}
+
+fn run(cmd: Command) -> Run {
+    Running::start(cmd).finish()
+}
+
+/// `awa` started in the background, e.g. to be sent a signal.
+pub fn spawn_awa(url: &str, args: &[&str]) -> Running {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_awa"));
+    cmd.arg("--database-url").arg(url).args(args);
+    Running::start(cmd)
+}
+
+pub struct Running {
+    child: Child,
+    args: Vec<String>,
+    stdout: JoinHandle<String>,
+    stderr: JoinHandle<String>,
+}
+
+impl Running {
+    fn start(mut cmd: Command) -> Self {
+        cmd.env_remove("DATABASE_URL")
+            .env_remove("AWA_LOG")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let args = cmd
+            .get_args()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect();
+        let mut child = cmd.spawn().expect("start the awa binary");
+        // Drain both pipes while waiting, so large output cannot stall the child.
+        let drain = |mut pipe: Box<dyn Read + Send>| {
+            std::thread::spawn(move || {
+                let mut s = String::new();
+                let _ = pipe.read_to_string(&mut s);
+                s
+            })
+        };
+        let stdout = drain(Box::new(child.stdout.take().expect("stdout")));
+        let stderr = drain(Box::new(child.stderr.take().expect("stderr")));
+        Self {
+            child,
+            args,
+            stdout,
+            stderr,
+        }
+    }
+
+    /// Send SIGTERM to this child (and only it).
+    pub fn terminate(&self) {
+        let status = Command::new("kill")
+            .arg("-TERM")
+            .arg(self.child.id().to_string())
+            .status()
+            .expect("run kill");
+        assert!(status.success(), "kill -TERM failed");
+    }
+
+    /// Wait for exit, killing the child if it runs past two minutes.
+    pub fn finish(mut self) -> Run {
+        let deadline = Instant::now() + TIMEOUT;
+        let status = loop {
+            if let Some(status) = self.child.try_wait().expect("wait for awa") {
+                break status;
+            }
+            if Instant::now() > deadline {
+                let _ = self.child.kill();
+                let _ = self.child.wait();
+                panic!(
+                    "awa {:?} ran longer than {TIMEOUT:?}; stderr: {}",
+                    self.args,
+                    self.stderr.join().unwrap_or_default()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        Run {
+            code: status.code(),
+            stdout: self.stdout.join().expect("stdout reader"),
+            stderr: self.stderr.join().expect("stderr reader"),
+        }
+    }
+}
