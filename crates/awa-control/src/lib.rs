@@ -11,10 +11,12 @@
 //! records where the rings stand.
 
 mod error;
+mod plane;
 pub mod queues;
 pub mod status;
 
 pub use error::ControlError;
+pub use plane::{ControlPlane, PgControlPlane};
 
 /// DDL for the control objects in schema `awa` (migration 1).
 pub const CONTROL_SCHEMA_SQL: &str = include_str!("../sql/control_schema.sql");
