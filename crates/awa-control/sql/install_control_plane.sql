@@ -37,6 +37,19 @@ BEGIN
         VALUES ('queue', 0, 0), ('lease', 0, 0), ('claim', 0, 0)
         ON CONFLICT DO NOTHING$ddl$, p_schema);
 
+    -- Slots proven dead and logically removed, waiting to be truncated. A
+    -- snapshot taken after the marker committed no longer shows the slot's
+    -- rows in the read views; the slot is truncated only once every older
+    -- snapshot has ended (TRUNCATE is not MVCC-safe; this marker is).
+    EXECUTE format($ddl$
+        CREATE TABLE IF NOT EXISTS %1$I.ring_retirements (
+            ring        text        NOT NULL CHECK (ring IN ('queue', 'lease', 'claim')),
+            slot        integer     NOT NULL,
+            retired_xid xid8        NOT NULL,
+            retired_at  timestamptz NOT NULL DEFAULT now(),
+            PRIMARY KEY (ring, slot)
+        )$ddl$, p_schema);
+
     -- Outcome of the latest rotate/prune attempt per ring and slot, for
     -- operators; overwritten in place, a few rows per ring.
     EXECUTE format($ddl$

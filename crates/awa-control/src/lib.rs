@@ -13,6 +13,7 @@
 mod error;
 mod plane;
 pub mod queues;
+pub mod rings;
 pub mod status;
 
 pub use error::ControlError;
@@ -23,3 +24,14 @@ pub const CONTROL_SCHEMA_SQL: &str = include_str!("../sql/control_schema.sql");
 
 /// DDL: defines `awa.install_control_plane(schema, queue, lease, claim)`.
 pub const INSTALL_SQL: &str = include_str!("../sql/install_control_plane.sql");
+
+/// Runtime functions installed into every substrate: ring rotation and
+/// reclamation.
+pub const FUNCTIONS: &[(&str, &str)] = &[
+    (
+        "ring_slot_empty",
+        include_str!("../sql/fn_ring_slot_empty.sql"),
+    ),
+    ("ring_rotate", include_str!("../sql/fn_ring_rotate.sql")),
+    ("ring_prune", include_str!("../sql/fn_ring_prune.sql")),
+];

@@ -13,25 +13,27 @@ DECLARE
     v_t record;
     v_d record;
     v_r record;
+    v_slot integer;
 BEGIN
     SELECT * INTO v_t FROM {schema}.ready_tombstone(p_job_id);
     IF FOUND THEN
         INSERT INTO {schema}.done_entries (slot, job_id, run_lease, queue, state, attempt, ready_seq)
         VALUES (v_t.slot, p_job_id, v_t.run_lease, v_t.queue, 'cancelled', v_t.attempt, v_t.lane_seq);
-        INSERT INTO {schema}.count_deltas (queue, state, delta) VALUES (v_t.queue, 'cancelled', 1);
+        INSERT INTO {schema}.count_deltas (slot, queue, state, delta) VALUES (v_t.slot, v_t.queue, 'cancelled', 1);
         DELETE FROM {schema}.job_uniques WHERE job_id = p_job_id;
         RETURN 'available';
     END IF;
 
     DELETE FROM {schema}.deferred_jobs d WHERE d.job_id = p_job_id RETURNING * INTO v_d;
     IF FOUND THEN
-        INSERT INTO {schema}.done_entries (slot, job_id, run_lease, queue, state, attempt, body)
-        SELECT g.slot, p_job_id, v_d.run_lease, v_d.queue, 'cancelled', v_d.attempt,
-               jsonb_build_object('kind', v_d.kind, 'args', v_d.args, 'priority', v_d.priority,
-                                  'max_attempts', v_d.max_attempts, 'created_at', v_d.created_at,
-                                  'metadata', v_d.metadata)
+        SELECT g.slot INTO v_slot
           FROM {schema}.ring_ledger g WHERE g.ring = 'queue' ORDER BY g.generation DESC LIMIT 1;
-        INSERT INTO {schema}.count_deltas (queue, state, delta) VALUES (v_d.queue, 'cancelled', 1);
+        INSERT INTO {schema}.done_entries (slot, job_id, run_lease, queue, state, attempt, body)
+        VALUES (v_slot, p_job_id, v_d.run_lease, v_d.queue, 'cancelled', v_d.attempt,
+                jsonb_build_object('kind', v_d.kind, 'args', v_d.args, 'priority', v_d.priority,
+                                   'max_attempts', v_d.max_attempts, 'created_at', v_d.created_at,
+                                   'metadata', v_d.metadata));
+        INSERT INTO {schema}.count_deltas (slot, queue, state, delta) VALUES (v_slot, v_d.queue, 'cancelled', 1);
         DELETE FROM {schema}.job_uniques WHERE job_id = p_job_id;
         DELETE FROM {schema}.attempt_state WHERE job_id = p_job_id;
         RETURN v_d.reason;

@@ -121,11 +121,11 @@ BEGIN
          WHERE w.next_state = 'dead_lettered'
     ),
     counted AS (
-        INSERT INTO {schema}.count_deltas (queue, state, delta)
-        SELECT w.queue, w.next_state, count(*)
+        INSERT INTO {schema}.count_deltas (slot, queue, state, delta)
+        SELECT w.ready_slot, w.queue, w.next_state, count(*)
           FROM won w
          WHERE w.next_state IN ('completed', 'cancelled', 'failed', 'dead_lettered')
-         GROUP BY w.queue, w.next_state
+         GROUP BY w.ready_slot, w.queue, w.next_state
     ),
     unique_released AS (
         DELETE FROM {schema}.job_uniques u

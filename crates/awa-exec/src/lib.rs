@@ -30,4 +30,9 @@ pub const FUNCTIONS: &[(&str, &str)] = &[
     ("finish", include_str!("../sql/fn_finish.sql")),
     ("heartbeat", include_str!("../sql/fn_heartbeat.sql")),
     ("cancel_job", include_str!("../sql/fn_cancel_job.sql")),
+    (
+        "exec_slot_live",
+        include_str!("../sql/fn_exec_slot_live.sql"),
+    ),
+    ("rescue_stale", include_str!("../sql/fn_rescue_stale.sql")),
 ];

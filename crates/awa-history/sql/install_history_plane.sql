@@ -33,15 +33,22 @@ BEGIN
     END LOOP;
     EXECUTE format('CREATE INDEX IF NOT EXISTS done_entries_job_idx ON %1$I.done_entries (job_id)', p_schema);
 
-    -- Exact counts without counting rows: terminal transitions append deltas,
-    -- maintenance folds them into rollups.
+    -- Exact counts without counting rows: terminal transitions append deltas
+    -- in the queue-ring slot of the job's terminal fact; retiring a slot
+    -- folds its deltas into the rollups (see history_retire_slot), so the
+    -- totals outlive the slot.
     EXECUTE format($ddl$
         CREATE TABLE IF NOT EXISTS %1$I.count_deltas (
+            slot  integer     NOT NULL,
             queue text        NOT NULL,
             state text        NOT NULL,
             delta bigint      NOT NULL,
             at    timestamptz NOT NULL DEFAULT now()
-        )$ddl$, p_schema);
+        ) PARTITION BY LIST (slot)$ddl$, p_schema);
+    FOR i IN 0 .. p_queue_slots - 1 LOOP
+        EXECUTE format('CREATE TABLE IF NOT EXISTS %1$I.%2$I PARTITION OF %1$I.count_deltas FOR VALUES IN (%3$s)',
+                       p_schema, 'count_deltas_' || i, i);
+    END LOOP;
     EXECUTE format($ddl$
         CREATE TABLE IF NOT EXISTS %1$I.count_rollups (
             queue      text        NOT NULL,
@@ -71,6 +78,9 @@ BEGIN
           FROM %1$I.done_entries d
           LEFT JOIN %1$I.ready_entries r
             ON r.slot = d.slot AND r.job_id = d.job_id AND r.lane_seq = d.ready_seq
+         -- A retired slot is gone for every snapshot that sees its marker.
+         WHERE NOT EXISTS (SELECT 1 FROM %1$I.ring_retirements x
+                            WHERE x.ring = 'queue' AND x.slot = d.slot)
     $ddl$, p_schema);
 END
 $fn$;

@@ -19,4 +19,10 @@ pub const INSTALL_SQL: &str = include_str!("../sql/install_history_plane.sql");
 
 /// Runtime objects installed into every substrate: the cross-plane `jobs`
 /// read view (terminal_jobs is created by the DDL above).
-pub const FUNCTIONS: &[(&str, &str)] = &[("jobs", include_str!("../sql/view_jobs.sql"))];
+pub const FUNCTIONS: &[(&str, &str)] = &[
+    ("jobs", include_str!("../sql/view_jobs.sql")),
+    (
+        "history_retire_slot",
+        include_str!("../sql/fn_history_retire_slot.sql"),
+    ),
+];

@@ -69,6 +69,7 @@ fn all_functions() -> impl Iterator<Item = &'static (&'static str, &'static str)
         .chain(awa_exec::FUNCTIONS)
         .chain(awa_dlq::FUNCTIONS)
         .chain(awa_history::FUNCTIONS)
+        .chain(awa_control::FUNCTIONS)
 }
 
 /// Statements storing the runtime function templates for the installer.

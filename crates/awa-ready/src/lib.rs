@@ -30,4 +30,8 @@ pub const FUNCTIONS: &[(&str, &str)] = &[
         include_str!("../sql/fn_ready_tombstone.sql"),
     ),
     ("enqueue", include_str!("../sql/fn_enqueue.sql")),
+    (
+        "ready_slot_live",
+        include_str!("../sql/fn_ready_slot_live.sql"),
+    ),
 ];

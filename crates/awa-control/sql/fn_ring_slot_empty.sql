@@ -1,0 +1,29 @@
+-- {schema}.ring_slot_empty(ring, slot): whether every table of a ring slot
+-- is empty. The families per ring are listed in ring_families.
+CREATE OR REPLACE FUNCTION {schema}.ring_slot_empty(p_ring text, p_slot integer)
+RETURNS boolean LANGUAGE plpgsql STABLE AS $fn$
+DECLARE
+    v_family text;
+    v_found  boolean;
+BEGIN
+    FOREACH v_family IN ARRAY {schema}.ring_families(p_ring) LOOP
+        EXECUTE format('SELECT EXISTS (SELECT 1 FROM %s.%I)', '{schema}', v_family || '_' || p_slot)
+           INTO v_found;
+        IF v_found THEN
+            RETURN false;
+        END IF;
+    END LOOP;
+    RETURN true;
+END
+$fn$;
+
+-- {schema}.ring_families(ring): the partitioned tables a ring's slots span.
+-- Every family of a ring is truncated together, as one unit.
+CREATE OR REPLACE FUNCTION {schema}.ring_families(p_ring text)
+RETURNS text[] LANGUAGE sql IMMUTABLE AS $fn$
+    SELECT CASE p_ring
+        WHEN 'queue' THEN ARRAY['ready_entries', 'ready_tombstones', 'done_entries', 'count_deltas']
+        WHEN 'claim' THEN ARRAY['claim_receipts', 'claim_closures']
+        WHEN 'lease' THEN ARRAY['leases']
+    END
+$fn$;

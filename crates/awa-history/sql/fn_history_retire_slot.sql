@@ -1,0 +1,16 @@
+-- {schema}.history_retire_slot(slot): move queue-ring slot `slot`'s count
+-- deltas into the rollups, in the transaction that retires the slot. The
+-- delete is MVCC: snapshots older than the retirement still count the
+-- deltas (and not the new rollup values), newer ones count the rollups; the
+-- later TRUNCATE of the slot changes nothing any snapshot can still see.
+CREATE OR REPLACE FUNCTION {schema}.history_retire_slot(p_slot integer)
+RETURNS void LANGUAGE sql AS $fn$
+    WITH moved AS (
+        DELETE FROM {schema}.count_deltas d WHERE d.slot = p_slot
+        RETURNING d.queue, d.state, d.delta
+    )
+    INSERT INTO {schema}.count_rollups AS r (queue, state, total)
+    SELECT m.queue, m.state, sum(m.delta) FROM moved m GROUP BY m.queue, m.state
+    ON CONFLICT (queue, state) DO UPDATE
+       SET total = r.total + EXCLUDED.total, updated_at = now()
+$fn$;
