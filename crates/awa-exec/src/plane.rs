@@ -129,6 +129,15 @@ pub trait ExecPlane: Send + Sync + std::fmt::Debug {
         conn: &mut PgConnection,
         job: JobId,
     ) -> Result<Option<String>, ExecError>;
+
+    /// Finish abandoned attempts (no heartbeat within `stale`, past their
+    /// deadline, or a timed-out callback wait) as retries; how many.
+    async fn rescue_stale(
+        &self,
+        conn: &mut PgConnection,
+        stale: Duration,
+        limit: i32,
+    ) -> Result<u64, ExecError>;
 }
 
 #[derive(Debug, Clone)]
@@ -277,5 +286,22 @@ impl ExecPlane for PgExecPlane {
         .fetch_one(conn)
         .await?;
         Ok(from)
+    }
+
+    async fn rescue_stale(
+        &self,
+        conn: &mut PgConnection,
+        stale: Duration,
+        limit: i32,
+    ) -> Result<u64, ExecError> {
+        let rescued: i32 = sqlx::query_scalar(statement(
+            include_str!("../sql/call_rescue_stale.sql"),
+            &self.schema,
+        ))
+        .bind(stale.as_secs_f64())
+        .bind(limit)
+        .fetch_one(conn)
+        .await?;
+        Ok(rescued as u64)
     }
 }
