@@ -97,3 +97,51 @@ mod tests {
         assert_eq!(super::redact("postgres://h/db"), "postgres://h/db");
     }
 }
+
+/// This process's entry in `awa.runtimes`, kept fresh while it runs so
+/// operators can see it and maintenance can tell it from a dead one.
+#[derive(Debug)]
+pub struct Registration {
+    instance_id: uuid::Uuid,
+    touch: tokio::task::JoinHandle<()>,
+}
+
+impl Registration {
+    pub async fn start(
+        pool: &sqlx::PgPool,
+        instance_id: uuid::Uuid,
+        role: &'static str,
+        queues: Vec<String>,
+    ) -> Result<Self, CliError> {
+        let info = awa_control::runtimes::RuntimeInfo {
+            instance_id,
+            role,
+            queues,
+        };
+        let mut conn = pool
+            .acquire()
+            .await
+            .map_err(awa_control::ControlError::from)?;
+        awa_control::runtimes::register(&mut conn, &info).await?;
+        drop(conn);
+        let pool = pool.clone();
+        let touch = tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(Duration::from_secs(10)).await;
+                if let Ok(mut conn) = pool.acquire().await
+                    && let Err(err) = awa_control::runtimes::touch(&mut conn, instance_id).await
+                {
+                    tracing::warn!(error = %err, "could not refresh the runtime registry");
+                }
+            }
+        });
+        Ok(Self { instance_id, touch })
+    }
+
+    pub async fn stop(self, pool: &sqlx::PgPool) {
+        self.touch.abort();
+        if let Ok(mut conn) = pool.acquire().await {
+            let _ = awa_control::runtimes::deregister(&mut conn, self.instance_id).await;
+        }
+    }
+}

@@ -94,3 +94,16 @@ CREATE TABLE IF NOT EXISTS awa.runtime_storage_backends (
     PRIMARY KEY (instance_id, schema_name)
 );
 
+
+-- Queue health as the maintenance leader last measured it, for operators
+-- and dashboards: overwritten in place, one row per queue and substrate.
+CREATE TABLE IF NOT EXISTS awa.queue_health (
+    schema_name           text        NOT NULL,
+    queue                 text        NOT NULL,
+    available             bigint      NOT NULL,
+    running               bigint      NOT NULL,
+    deferred              bigint      NOT NULL,
+    oldest_available_secs double precision,
+    measured_at           timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (schema_name, queue)
+);

@@ -14,6 +14,7 @@ mod error;
 mod plane;
 pub mod queues;
 pub mod rings;
+pub mod runtimes;
 pub mod status;
 
 pub use error::ControlError;

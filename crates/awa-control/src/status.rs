@@ -15,12 +15,58 @@ pub struct RingCursor {
 }
 
 #[derive(Debug, Clone, serde::Serialize)]
+pub struct SlotRows {
+    pub ring: String,
+    pub slot: i32,
+    pub live_rows: i64,
+    pub dead_rows: i64,
+}
+
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct RingOutcome {
+    pub ring: String,
+    pub task: String,
+    pub outcome: String,
+    pub detail: Option<String>,
+    pub at: DateTime<Utc>,
+}
+
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct SubstrateStatus {
     pub schema: SchemaName,
     pub slots: SlotCounts,
     pub installed_at: DateTime<Utc>,
     pub active: bool,
     pub rings: Vec<RingCursor>,
+    /// Estimated rows per ring slot (statistics collector).
+    pub slot_rows: Vec<SlotRows>,
+    pub last_outcomes: Vec<RingOutcome>,
+}
+
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct LeaderStatus {
+    pub instance_id: uuid::Uuid,
+    pub host: String,
+    pub pid: i32,
+    pub backend_pid: i32,
+    pub since: DateTime<Utc>,
+    /// False when the recorded leader no longer holds the lock.
+    pub holding: bool,
+}
+
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct PinnedSnapshot {
+    pub pid: i32,
+    pub usename: Option<String>,
+    pub state: Option<String>,
+    pub age_secs: f64,
+}
+
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct MaintenanceStatus {
+    pub leader: Option<LeaderStatus>,
+    /// The oldest snapshot older than a few seconds: it delays prune.
+    pub pinned_snapshot: Option<PinnedSnapshot>,
 }
 
 #[derive(Debug, Clone, serde::Serialize)]
@@ -36,6 +82,7 @@ pub struct StorageStatus {
     pub schema_version: Option<i32>,
     pub substrates: Vec<SubstrateStatus>,
     pub transition: Option<TransitionState>,
+    pub maintenance: MaintenanceStatus,
 }
 
 /// The applied schema version, `None` on a database never migrated.
@@ -59,6 +106,7 @@ pub async fn storage_status(conn: &mut PgConnection) -> Result<StorageStatus, Co
             schema_version,
             substrates: Vec::new(),
             transition: None,
+            maintenance: MaintenanceStatus::default(),
         });
     }
     let transition = sqlx::query(include_str!("../sql/transition_state.sql"))
@@ -103,7 +151,36 @@ pub async fn storage_status(conn: &mut PgConnection) -> Result<StorageStatus, Co
                 rotated_at: row.get("rotated_at"),
             })
             .collect();
+        let slot_rows = sqlx::query(include_str!("../sql/status_slot_rows.sql"))
+            .bind(schema.as_str())
+            .fetch_all(&mut *conn)
+            .await?
+            .into_iter()
+            .map(|row| SlotRows {
+                ring: row.get("ring"),
+                slot: row.get("slot"),
+                live_rows: row.get("live_rows"),
+                dead_rows: row.get("dead_rows"),
+            })
+            .collect();
+        let last_outcomes = sqlx::query(statement(
+            include_str!("../sql/status_ring_outcomes.sql"),
+            &schema,
+        ))
+        .fetch_all(&mut *conn)
+        .await?
+        .into_iter()
+        .map(|row| RingOutcome {
+            ring: row.get("ring"),
+            task: row.get("task"),
+            outcome: row.get("outcome"),
+            detail: row.get("detail"),
+            at: row.get("at"),
+        })
+        .collect();
         substrates.push(SubstrateStatus {
+            slot_rows,
+            last_outcomes,
             active: schema.as_str() == active_schema,
             slots: SlotCounts {
                 queue: shape.get("queue_slot_count"),
@@ -115,9 +192,33 @@ pub async fn storage_status(conn: &mut PgConnection) -> Result<StorageStatus, Co
             rings,
         });
     }
+    let leader = sqlx::query(include_str!("../sql/status_leader.sql"))
+        .fetch_optional(&mut *conn)
+        .await?
+        .map(|row| LeaderStatus {
+            instance_id: row.get("instance_id"),
+            host: row.get("host"),
+            pid: row.get("pid"),
+            backend_pid: row.get("backend_pid"),
+            since: row.get("since"),
+            holding: row.get("holding"),
+        });
+    let pinned_snapshot = sqlx::query(include_str!("../sql/status_pinned.sql"))
+        .fetch_optional(&mut *conn)
+        .await?
+        .map(|row| PinnedSnapshot {
+            pid: row.get("pid"),
+            usename: row.get("usename"),
+            state: row.get("state"),
+            age_secs: row.get("age_secs"),
+        });
     Ok(StorageStatus {
         schema_version,
         substrates,
         transition,
+        maintenance: MaintenanceStatus {
+            leader,
+            pinned_snapshot,
+        },
     })
 }

@@ -50,6 +50,9 @@ pub trait HistoryPlane: Send + Sync + std::fmt::Debug {
         conn: &mut PgConnection,
         queue: Option<&QueueName>,
     ) -> Result<QueueStats, HistoryError>;
+    /// Measure every queue and overwrite `awa.queue_health`; how many
+    /// queues have live work.
+    async fn publish_health(&self, conn: &mut PgConnection) -> Result<u64, HistoryError>;
     /// Jobs of these queues not yet terminal.
     async fn pending(
         &self,
@@ -141,6 +144,25 @@ impl HistoryPlane for PgHistoryPlane {
             *stats.entry(q).or_default().entry(state).or_default() += n;
         }
         Ok(stats)
+    }
+
+    async fn publish_health(&self, conn: &mut PgConnection) -> Result<u64, HistoryError> {
+        use sqlx::Connection;
+        let mut tx = conn.begin().await?;
+        let measured = sqlx::query(statement(
+            include_str!("../sql/publish_health.sql"),
+            &self.schema,
+        ))
+        .bind(self.schema.as_str())
+        .execute(&mut *tx)
+        .await?
+        .rows_affected();
+        sqlx::query(include_str!("../sql/clear_idle_health.sql"))
+            .bind(self.schema.as_str())
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(measured)
     }
 
     async fn pending(

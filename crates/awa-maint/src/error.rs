@@ -42,6 +42,9 @@ pub enum MaintError {
         sqlstate: String,
     },
 
+    #[error("maintenance task failed: {0}")]
+    Task(String),
+
     #[error("maintenance leadership lost: {0}")]
     LeadershipLost(String),
 

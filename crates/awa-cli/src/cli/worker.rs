@@ -27,4 +27,6 @@ pub struct WorkerRunArgs {
     /// scheduled jobs then wait for a maintenance leader elsewhere.
     #[arg(long)]
     pub no_maintenance: bool,
+    #[command(flatten)]
+    pub cadence: super::maint::MaintCadence,
 }

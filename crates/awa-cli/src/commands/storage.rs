@@ -85,11 +85,43 @@ async fn status(cli: &Cli) -> Result<(), CliError> {
                 s.slots.claim
             ));
             for r in &s.rings {
+                let rows: Vec<String> = s
+                    .slot_rows
+                    .iter()
+                    .filter(|x| x.ring == r.ring && x.live_rows > 0)
+                    .map(|x| format!("{}:{}", x.slot, x.live_rows))
+                    .collect();
                 out.push_str(&format!(
-                    "    ring {:<6} slot {:>3}  generation {}\n",
-                    r.ring, r.slot, r.generation
+                    "    ring {:<6} slot {:>3}  generation {:<6} rows/slot [{}]\n",
+                    r.ring,
+                    r.slot,
+                    r.generation,
+                    rows.join(" ")
                 ));
+                for o in s.last_outcomes.iter().filter(|o| o.ring == r.ring) {
+                    out.push_str(&format!(
+                        "      last {}: {} {}\n",
+                        o.task,
+                        o.outcome,
+                        o.detail.as_deref().unwrap_or("")
+                    ));
+                }
             }
+        }
+        match &status.maintenance.leader {
+            Some(l) if l.holding => out.push_str(&format!(
+                "maintenance.leader: {} on {} pid {} since {}\n",
+                l.instance_id, l.host, l.pid, l.since
+            )),
+            _ => out.push_str("maintenance.leader: none\n"),
+        }
+        if let Some(p) = &status.maintenance.pinned_snapshot {
+            out.push_str(&format!(
+                "pinned snapshot: backend pid {} ({}) open {:.0}s; prune waits for it\n",
+                p.pid,
+                p.state.as_deref().unwrap_or("?"),
+                p.age_secs
+            ));
         }
         out.trim_end().to_string()
     });

@@ -47,15 +47,24 @@ async fn run_worker(cli: &Cli, args: &WorkerRunArgs) -> Result<(), CliError> {
         db::schema(),
         queues.iter().map(|q| (q.clone(), concurrency)).collect(),
     );
+    let registration = crate::db::Registration::start(
+        &pool,
+        config.instance_id,
+        "worker",
+        queues.iter().map(|q| q.to_string()).collect(),
+    )
+    .await?;
     let mut worker = Worker::new(pool.clone(), config);
     worker.register_default(handler);
 
     let (stop_tx, stop_rx) = watch::channel(false);
+    let leader_config = LeaderConfig::new(url);
+    let tasks = super::maint::tasks(&args.cadence, leader_config.instance_id)?;
     let maintenance = (!args.no_maintenance).then(|| {
         tokio::spawn(leader::run(
-            LeaderConfig::new(url),
+            leader_config,
             pool.clone(),
-            super::maint::tasks(),
+            tasks,
             stop_rx,
             None,
         ))
@@ -72,6 +81,7 @@ async fn run_worker(cli: &Cli, args: &WorkerRunArgs) -> Result<(), CliError> {
     let result = worker.run(stop).await;
 
     let _ = stop_tx.send(true);
+    registration.stop(&pool).await;
     if let Some(candidate) = maintenance {
         match candidate.await {
             Ok(Ok(())) => {}

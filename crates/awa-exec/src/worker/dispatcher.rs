@@ -107,11 +107,13 @@ fn spawn_job(d: &mut Dispatcher, job: awa_core::ClaimedJob) {
         .get(&job.kind)
         .or_else(|| d.handlers.get(""))
         .cloned();
+    let lost = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let ctx = JobContext {
         job,
         pool: d.pool.clone(),
         plane: d.plane.clone(),
         shutdown: d.stop.clone(),
+        lost: lost.clone(),
     };
     let done = d.done.clone();
     let in_flight = d.in_flight.clone();
@@ -157,7 +159,14 @@ fn spawn_job(d: &mut Dispatcher, job: awa_core::ClaimedJob) {
             drop(permit);
         }
     });
-    guard.insert(token, task.abort_handle());
+    guard.insert(
+        token,
+        super::Running {
+            abort: task.abort_handle(),
+            since: std::time::Instant::now(),
+            lost,
+        },
+    );
 }
 
 /// Wake dispatchers when `awa_ready` names their queue. Notifications are

@@ -46,6 +46,7 @@ pub struct JobContext {
     pub(crate) pool: sqlx::PgPool,
     pub(crate) plane: Arc<PgExecPlane>,
     pub(crate) shutdown: watch::Receiver<bool>,
+    pub(crate) lost: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl JobContext {
@@ -58,6 +59,14 @@ impl JobContext {
         self.plane
             .heartbeat(&mut conn, &self.job.token, &progress)
             .await
+    }
+
+    /// True once a heartbeat (the worker's automatic one, or
+    /// [`JobContext::heartbeat`]) found this attempt is no longer ours:
+    /// cancelled by an operator or rescued by maintenance. Its result will
+    /// be rejected; a long handler should stop.
+    pub fn attempt_lost(&self) -> bool {
+        self.lost.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// True once the worker is shutting down: long handlers should wrap up.

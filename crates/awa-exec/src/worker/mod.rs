@@ -33,6 +33,10 @@ pub struct WorkerConfig {
     pub poll_interval: Duration,
     /// How long shutdown waits for in-flight jobs before releasing them.
     pub shutdown_grace: Duration,
+    /// Jobs running longer than this are heartbeated at this cadence, so
+    /// maintenance does not rescue them; keep it well under the rescue
+    /// staleness bound (60 s by default).
+    pub heartbeat_interval: Duration,
     pub instance_id: uuid::Uuid,
 }
 
@@ -44,6 +48,7 @@ impl WorkerConfig {
             claim_batch: 128,
             poll_interval: Duration::from_millis(250),
             shutdown_grace: Duration::from_secs(10),
+            heartbeat_interval: Duration::from_secs(15),
             instance_id: uuid::Uuid::new_v4(),
         }
     }
@@ -127,7 +132,16 @@ impl std::fmt::Debug for Worker {
 /// Attempts in flight, so shutdown can release what did not finish. The
 /// entry is removed by whoever finishes the attempt, so each attempt is
 /// finished exactly once by this worker.
-pub(crate) type InFlight = Arc<std::sync::Mutex<HashMap<AttemptToken, tokio::task::AbortHandle>>>;
+pub(crate) type InFlight = Arc<std::sync::Mutex<HashMap<AttemptToken, Running>>>;
+
+/// One attempt this worker is running.
+#[derive(Debug)]
+pub(crate) struct Running {
+    pub abort: tokio::task::AbortHandle,
+    pub since: std::time::Instant,
+    /// Set when a heartbeat finds the attempt is no longer ours.
+    pub lost: Arc<std::sync::atomic::AtomicBool>,
+}
 
 impl Worker {
     pub fn new(pool: sqlx::PgPool, config: WorkerConfig) -> Self {
@@ -206,6 +220,12 @@ impl Worker {
             wakers,
             stop_rx.clone(),
         ));
+        let heartbeats = tokio::spawn(heartbeat_long_jobs(
+            self.pool.clone(),
+            plane.clone(),
+            in_flight.clone(),
+            self.config.heartbeat_interval,
+        ));
 
         shutdown.await;
         tracing::info!("worker shutting down: no new claims");
@@ -214,6 +234,7 @@ impl Worker {
             let _ = d.await;
         }
         listener.abort();
+        heartbeats.abort();
 
         // Wait for in-flight jobs, up to the grace period.
         let drained = tokio::time::timeout(self.config.shutdown_grace, async {
@@ -229,13 +250,52 @@ impl Worker {
                 jobs = left.len(),
                 "grace period over; releasing unfinished jobs"
             );
-            for (token, abort) in left {
-                abort.abort();
+            for (token, running) in left {
+                running.abort.abort();
                 let _ = done_tx.send((token, Finish::Release));
             }
         }
         drop(done_tx);
         let _ = completer.await;
         Ok(self.stats.snapshot())
+    }
+}
+
+/// Keep long attempts alive. Short jobs finish before their first tick and
+/// never touch the lease ring.
+async fn heartbeat_long_jobs(
+    pool: sqlx::PgPool,
+    plane: Arc<PgExecPlane>,
+    in_flight: InFlight,
+    every: Duration,
+) {
+    use crate::ExecPlane;
+    loop {
+        tokio::time::sleep(every).await;
+        let due: Vec<(AttemptToken, Arc<std::sync::atomic::AtomicBool>)> = in_flight
+            .lock()
+            .expect("in-flight lock")
+            .iter()
+            .filter(|(_, r)| r.since.elapsed() >= every)
+            .map(|(t, r)| (*t, r.lost.clone()))
+            .collect();
+        for (token, lost) in due {
+            let alive = async {
+                let mut conn = pool.acquire().await?;
+                plane
+                    .heartbeat(&mut conn, &token, &Default::default())
+                    .await
+            }
+            .await;
+            match alive {
+                Ok(true) => {}
+                Ok(false) => {
+                    tracing::warn!(job_id = %token.job_id, run_lease = %token.run_lease,
+                        "attempt is no longer ours (cancelled or rescued); its result will be rejected");
+                    lost.store(true, Ordering::Relaxed);
+                }
+                Err(err) => tracing::warn!(error = %err, "heartbeat failed; will retry"),
+            }
+        }
     }
 }

@@ -3,13 +3,89 @@
 //! run one pass under a timeout inside a tracing span, report a typed
 //! outcome. A slow task never delays another.
 
+mod dlq_retention;
+mod health;
 mod promote;
+mod prune;
+mod rescue;
+mod rotate;
+mod runtime_gc;
 
+pub use dlq_retention::DlqRetention;
+pub use health::Health;
 pub use promote::Promote;
+pub use prune::Prune;
+pub use rescue::Rescue;
+pub use rotate::Rotate;
+pub use runtime_gc::RuntimeGc;
 
 use crate::MaintError;
 use async_trait::async_trait;
 use std::time::Duration;
+
+/// Cadences of the standard task set.
+#[derive(Debug, Clone)]
+pub struct MaintSettings {
+    pub promote_interval: Duration,
+    /// Ring rotation cadence; with N slots, terminal history is retained
+    /// for about N x this (longer while a slot is pinned).
+    pub rotate_interval: Duration,
+    pub prune_interval: Duration,
+    /// An attempt without a heartbeat for this long is rescued.
+    pub rescue_stale: Duration,
+    pub rescue_interval: Duration,
+    pub health_interval: Duration,
+    pub dlq_retention_interval: Duration,
+    /// Runtimes not seen for this long are forgotten.
+    pub runtime_gc_after: Duration,
+}
+
+impl Default for MaintSettings {
+    fn default() -> Self {
+        Self {
+            promote_interval: Duration::from_millis(100),
+            rotate_interval: Duration::from_secs(30),
+            prune_interval: Duration::from_secs(1),
+            rescue_stale: Duration::from_secs(60),
+            rescue_interval: Duration::from_secs(5),
+            health_interval: Duration::from_secs(5),
+            dlq_retention_interval: Duration::from_secs(60),
+            runtime_gc_after: Duration::from_secs(300),
+        }
+    }
+}
+
+/// Every maintenance task, each on its own cadence.
+pub fn standard(
+    schema: &awa_core::SchemaName,
+    settings: &MaintSettings,
+    instance: &str,
+) -> Vec<std::sync::Arc<dyn MaintTask>> {
+    use std::sync::Arc;
+    vec![
+        Arc::new(Promote::new(schema.clone(), settings.promote_interval)),
+        Arc::new(Rotate::new(
+            schema.clone(),
+            settings.rotate_interval,
+            instance.to_string(),
+        )),
+        Arc::new(Prune::new(schema.clone(), settings.prune_interval)),
+        Arc::new(Rescue::new(
+            schema.clone(),
+            settings.rescue_stale,
+            settings.rescue_interval,
+        )),
+        Arc::new(Health::new(schema.clone(), settings.health_interval)),
+        Arc::new(DlqRetention::new(
+            schema.clone(),
+            settings.dlq_retention_interval,
+        )),
+        Arc::new(RuntimeGc::new(
+            settings.runtime_gc_after,
+            settings.rescue_interval,
+        )),
+    ]
+}
 
 /// What one pass of a task did.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]

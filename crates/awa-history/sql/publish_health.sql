@@ -1,0 +1,16 @@
+-- HistoryPlane::publish_health: measure every queue of this substrate and
+-- overwrite its row in awa.queue_health. $1 is the substrate's schema name.
+INSERT INTO awa.queue_health AS h
+       (schema_name, queue, available, running, deferred, oldest_available_secs, measured_at)
+SELECT $1, j.queue,
+       count(*) FILTER (WHERE j.state = 'available'),
+       count(*) FILTER (WHERE j.state = 'running'),
+       count(*) FILTER (WHERE j.state IN ('scheduled', 'retryable', 'snoozed')),
+       extract(epoch FROM now() - min(j.at) FILTER (WHERE j.state = 'available')),
+       now()
+  FROM {schema}.jobs j
+ WHERE j.state IN ('available', 'running', 'scheduled', 'retryable', 'snoozed')
+ GROUP BY j.queue
+ON CONFLICT (schema_name, queue) DO UPDATE
+   SET available = EXCLUDED.available, running = EXCLUDED.running, deferred = EXCLUDED.deferred,
+       oldest_available_secs = EXCLUDED.oldest_available_secs, measured_at = EXCLUDED.measured_at

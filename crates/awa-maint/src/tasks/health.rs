@@ -1,0 +1,50 @@
+//! Publish queue health (depth, running, deferred, oldest waiting job) to
+//! `awa.queue_health`, so operators read one small table instead of
+//! scanning the planes.
+
+use super::{MaintTask, TaskOutcome};
+use crate::MaintError;
+use async_trait::async_trait;
+use awa_core::SchemaName;
+use awa_history::{HistoryPlane, PgHistoryPlane};
+use std::time::Duration;
+
+#[derive(Debug)]
+pub struct Health {
+    plane: PgHistoryPlane,
+    interval: Duration,
+}
+
+impl Health {
+    pub fn new(schema: SchemaName, interval: Duration) -> Self {
+        Self {
+            plane: PgHistoryPlane::new(schema),
+            interval,
+        }
+    }
+}
+
+#[async_trait]
+impl MaintTask for Health {
+    fn name(&self) -> &'static str {
+        "health"
+    }
+
+    fn interval(&self) -> Duration {
+        self.interval
+    }
+
+    async fn run_once(&self, pool: &sqlx::PgPool) -> Result<TaskOutcome, MaintError> {
+        let mut conn = pool.acquire().await?;
+        let queues = self
+            .plane
+            .publish_health(&mut conn)
+            .await
+            .map_err(|e| MaintError::Task(e.to_string()))?;
+        Ok(if queues == 0 {
+            TaskOutcome::Idle
+        } else {
+            TaskOutcome::Worked { items: queues }
+        })
+    }
+}
