@@ -10,15 +10,9 @@ use std::time::{Duration, Instant};
 
 /// A fresh, migrated database of its own.
 pub async fn migrated_db() -> TestDb {
-    let key = format!("awa-migrated-v{}", awa_maint::LATEST_VERSION);
-    TestDb::new(&key, |url| async move {
-        awa_maint::migrate(&url)
-            .await
-            .map(|_| ())
-            .map_err(|e| e.into())
-    })
-    .await
-    .expect("a migrated test database")
+    awa_maint::migrated_test_db()
+        .await
+        .expect("a migrated test database")
 }
 
 #[derive(Debug)]
@@ -116,6 +110,22 @@ impl Running {
             stdout,
             stderr,
         }
+    }
+
+    /// The child's OS process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Kill the child outright (SIGKILL): no cleanup, no goodbye.
+    pub fn kill9(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// Whether the child has exited.
+    pub fn exited(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(Some(_)))
     }
 
     /// Send SIGTERM to this child (and only it).
