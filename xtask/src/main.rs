@@ -1,6 +1,10 @@
 //! `cargo xtask`: development tasks that need a real PostgreSQL, which they
 //! get from the shared harness (DATABASE_URL, else a throwaway cluster).
 
+mod bench;
+mod demo;
+mod fleet;
+mod latency;
 mod migrate;
 mod test;
 
@@ -24,17 +28,34 @@ enum Task {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,
     },
+    /// Enqueue many no-op jobs, run them with in-process workers, and check
+    /// each completed exactly once (DATABASE_URL, or a throwaway cluster).
+    Demo {
+        /// How many jobs.
+        #[arg(long, default_value_t = 100_000)]
+        jobs: usize,
+    },
+    /// Throughput, latency and PostgreSQL-side cost of the job path (a
+    /// private throwaway cluster unless DATABASE_URL is set). For real
+    /// figures use a release build: `cargo run --release -p xtask -- bench`.
+    Bench(bench::BenchArgs),
 }
 
 fn main() -> ExitCode {
+    let xtask = Xtask::parse();
+    // The demo and the bench draw progress bars: only warnings by default,
+    // and not sqlx's slow-statement ones (CREATE DATABASE, CHECKPOINT).
+    let default_filter = match xtask.task {
+        Task::Demo { .. } | Task::Bench(_) => "warn,sqlx::query=error",
+        _ => "info",
+    };
     let _ = tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("AWA_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_filter)),
         )
         .with_writer(std::io::stderr)
         .try_init();
-    let xtask = Xtask::parse();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -43,6 +64,8 @@ fn main() -> ExitCode {
         match xtask.task {
             Task::Migrate => migrate::run().await,
             Task::Test { args } => test::run(args).await,
+            Task::Demo { jobs } => demo::run(jobs).await,
+            Task::Bench(args) => bench::run(args).await,
         }
     });
     match result {
