@@ -518,3 +518,57 @@ async fn heartbeat_progress_survives_a_retry() {
         "only the job that heartbeated materialized a lease"
     );
 }
+
+#[tokio::test]
+async fn a_long_unrelated_transaction_does_not_hold_claims_back() {
+    let (_db, pool) = setup().await;
+    // Lanes exist first (see a_later_producer_does_not_overtake...).
+    enqueue(&pool, &[job("busy"), job("other")]).await;
+    assert_eq!(claim_all(&pool, "busy", 10, 1).await.len(), 1);
+    assert_eq!(claim_all(&pool, "other", 10, 1).await.len(), 1);
+
+    // Two long transactions that hold xids: one wrote elsewhere, one is a
+    // producer of another queue.
+    let mut writer = pool.acquire().await.unwrap();
+    let mut tx_w = writer.begin().await.unwrap();
+    sqlx::raw_sql(
+        "CREATE TEMP TABLE IF NOT EXISTS scratch (x int); INSERT INTO scratch VALUES (1)",
+    )
+    .execute(&mut *tx_w)
+    .await
+    .unwrap();
+    let mut other = pool.acquire().await.unwrap();
+    let mut tx_o = other.begin().await.unwrap();
+    PgReadyPlane::new(schema())
+        .enqueue(&mut tx_o, &[job("other")])
+        .await
+        .unwrap();
+
+    let later = enqueue(&pool, &[job("busy")]).await[0];
+    let claimed: Vec<JobId> = claim_all(&pool, "busy", 10, 1)
+        .await
+        .iter()
+        .map(|c| c.token.job_id)
+        .collect();
+    assert_eq!(
+        claimed,
+        vec![later],
+        "neither long transaction holds queue busy back"
+    );
+    // The producer of queue other does hold its own queue back.
+    let queued_behind = enqueue(&pool, &[job("other")]).await[0];
+    assert!(claim_all(&pool, "other", 10, 0).await.is_empty());
+    tx_o.commit().await.unwrap();
+    tx_w.rollback().await.unwrap();
+    drop((writer, other));
+    let claimed: Vec<JobId> = claim_all(&pool, "other", 10, 2)
+        .await
+        .iter()
+        .map(|c| c.token.job_id)
+        .collect();
+    assert_eq!(claimed.len(), 2);
+    assert_eq!(
+        claimed[1], queued_behind,
+        "FIFO kept behind the long producer"
+    );
+}

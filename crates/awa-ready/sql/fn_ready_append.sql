@@ -5,8 +5,9 @@
 -- Parameters are parallel arrays, one element per job, in lane order.
 -- Returns each job's id, slot and lane position.
 --
--- Ordering rule that must not be broken: the transaction id is assigned
--- BEFORE any lane position is drawn from ready_seq. The claim frontier
+-- Ordering rule that must not be broken: the transaction id is assigned,
+-- and the per-queue producer lock taken, BEFORE any lane position is drawn
+-- from ready_seq. The claim frontier
 -- (see ready_take) proves a position settled by waiting for every
 -- transaction that was running when it read ready_seq; a writer that drew
 -- a position before it had an xid would be invisible to that proof.
@@ -34,6 +35,11 @@ DECLARE
     v_slot integer;
 BEGIN
     PERFORM pg_current_xact_id();
+    -- Announce "this transaction may hold lane positions of these queues"
+    -- until it ends (shared: producers never wait for each other). Lets
+    -- ready_take tell a producer from any other long transaction.
+    PERFORM pg_advisory_xact_lock_shared(6387554, hashtext(q))
+       FROM (SELECT DISTINCT unnest(p_queues) AS q) s;
 
     SELECT l.slot INTO v_slot
       FROM {schema}.ring_ledger l

@@ -22,6 +22,13 @@
 -- of its previous call, which has usually settled by now, and gets this
 -- call's candidate back (next_seq, next_snap) in every row; when no job is
 -- taken, one row with job_id NULL still carries it.
+--
+-- When both candidates still wait on some transaction (a long-running
+-- writer anywhere in the cluster, say), a slow path reads pg_locks once:
+-- the frontier is settled if each such transaction is still running and
+-- does not hold this queue's producer lock (ready_append takes it before
+-- drawing a position). So an unrelated long transaction, or a long producer
+-- of another queue, does not hold this queue back.
 CREATE OR REPLACE FUNCTION {schema}.ready_take(
     p_queue     text,
     p_limit     integer,
@@ -43,7 +50,19 @@ BEGIN
     v_snap := pg_current_snapshot();
 
     RETURN QUERY
-    WITH frontier AS (
+    WITH locks AS MATERIALIZED (
+        -- One read of the lock table, only if the slow path below needs it
+        -- (a CTE is read lazily; an unreached CASE branch never reads it):
+        -- the lock every live top-level transaction holds on its own xid,
+        -- and this queue's producer locks (see ready_append).
+        SELECT k.locktype, k.pid, k.transactionid
+          FROM pg_locks k
+         WHERE (k.locktype = 'transactionid' AND k.mode = 'ExclusiveLock' AND k.granted)
+            OR (k.locktype = 'advisory' AND k.classid = 6387554
+                AND k.objid = hashtext(p_queue)::oid AND k.objsubid = 2
+                AND k.database = (SELECT d.oid FROM pg_database d WHERE d.datname = current_database()))
+    ),
+    frontier AS (
         -- pg_current_snapshot() here is this statement's snapshot, the one
         -- the rows below are read with.
         SELECT CASE
@@ -54,6 +73,20 @@ BEGIN
              AND NOT EXISTS (SELECT 1 FROM pg_snapshot_xip(p_cand_snap) AS x
                               WHERE NOT pg_visible_in_snapshot(x, pg_current_snapshot()))
                 THEN least(p_cand_seq, v_seq)
+            -- Slow path, only when both snapshots still wait on someone:
+            -- settled if every transaction we would wait for is still
+            -- running and is not a producer of this queue. (One that has
+            -- ended but is not visible to our snapshot might have committed
+            -- a position we cannot see: not settled.)
+            WHEN NOT EXISTS (
+                    SELECT 1 FROM pg_snapshot_xip(v_snap) AS x
+                     WHERE NOT pg_visible_in_snapshot(x, pg_current_snapshot())
+                       AND (NOT EXISTS (SELECT 1 FROM locks t
+                                         WHERE t.locktype = 'transactionid' AND t.transactionid = x::xid)
+                            OR EXISTS (SELECT 1 FROM locks t JOIN locks a ON a.pid = t.pid
+                                        WHERE t.locktype = 'transactionid' AND t.transactionid = x::xid
+                                          AND a.locktype = 'advisory')))
+                THEN v_seq
             ELSE 0
         END AS seq
     ),
