@@ -14,14 +14,7 @@ DECLARE
     v_cur   integer;
     v_next  integer;
 BEGIN
-    SELECT CASE p_ring WHEN 'queue' THEN i.queue_slot_count
-                       WHEN 'lease' THEN i.lease_slot_count
-                       WHEN 'claim' THEN i.claim_slot_count END
-      INTO v_slots FROM {schema}.substrate_info i;
-    IF v_slots IS NULL THEN
-        RAISE EXCEPTION 'unknown ring %', p_ring USING ERRCODE = 'invalid_parameter_value',
-              HINT = 'Rings are queue, lease and claim.';
-    END IF;
+    v_slots := {schema}.ring_slot_count(p_ring);
     SELECT l.generation, l.slot INTO v_gen, v_cur
       FROM {schema}.ring_ledger l WHERE l.ring = p_ring
      ORDER BY l.generation DESC LIMIT 1;

@@ -29,10 +29,7 @@ pub const INSTALL_SQL: &str = include_str!("../sql/install_control_plane.sql");
 /// Runtime functions installed into every substrate: ring rotation and
 /// reclamation.
 pub const FUNCTIONS: &[(&str, &str)] = &[
-    (
-        "ring_slot_empty",
-        include_str!("../sql/fn_ring_slot_empty.sql"),
-    ),
+    ("ring_helpers", include_str!("../sql/fn_ring_helpers.sql")),
     ("ring_rotate", include_str!("../sql/fn_ring_rotate.sql")),
     ("ring_prune", include_str!("../sql/fn_ring_prune.sql")),
 ];

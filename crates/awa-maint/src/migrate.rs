@@ -122,21 +122,29 @@ pub fn fingerprint() -> String {
         .collect()
 }
 
-/// The whole migration set as one script (`awa migrate --sql`).
-pub fn full_sql() -> String {
-    let mut out = String::new();
-    for m in migrations() {
-        out.push_str(&format!(
-            "-- Awa migration {}: {}\nBEGIN;\n{}\nINSERT INTO awa.schema_version (version, description, checksum) VALUES ({}, '{}', '{}');\nCOMMIT;\n\n",
-            m.version,
-            m.description,
-            m.sql.trim_end(),
-            m.version,
-            m.description,
-            m.checksum()
-        ));
+impl Migration {
+    /// The migration as a standalone script that also records itself in
+    /// `awa.schema_version`, so an external runner leaves the database in
+    /// the state `awa migrate` would. Descriptions are our own constants
+    /// without quotes.
+    pub fn script(&self) -> String {
+        format!(
+            "-- Awa migration {v}: {d}\n{sql}\nINSERT INTO awa.schema_version (version, description, checksum) VALUES ({v}, '{d}', '{c}');\n",
+            v = self.version,
+            d = self.description,
+            sql = self.sql.trim_end(),
+            c = self.checksum()
+        )
     }
-    out
+}
+
+/// The whole migration set as one script (`awa migrate --sql`), each
+/// migration in its own transaction.
+pub fn full_sql() -> String {
+    migrations()
+        .iter()
+        .map(|m| format!("BEGIN;\n{}COMMIT;\n\n", m.script()))
+        .collect()
 }
 
 /// Write one file per migration into `dir` (`awa migrate --extract-to`).
@@ -147,16 +155,7 @@ pub fn extract_to(dir: &Path) -> Result<Vec<PathBuf>, MaintError> {
     let mut written = Vec::new();
     for m in migrations() {
         let path = dir.join(m.file_name());
-        let text = format!(
-            "-- Awa migration {}: {}\n{}\nINSERT INTO awa.schema_version (version, description, checksum) VALUES ({}, '{}', '{}');\n",
-            m.version,
-            m.description,
-            m.sql.trim_end(),
-            m.version,
-            m.description,
-            m.checksum()
-        );
-        std::fs::write(&path, text)?;
+        std::fs::write(&path, m.script())?;
         written.push(path);
     }
     Ok(written)

@@ -1,3 +1,5 @@
+-- Small helpers of ring_rotate and ring_prune.
+
 -- {schema}.ring_slot_empty(ring, slot): whether every table of a ring slot
 -- is empty. The families per ring are listed in ring_families.
 CREATE OR REPLACE FUNCTION {schema}.ring_slot_empty(p_ring text, p_slot integer)
@@ -26,4 +28,23 @@ RETURNS text[] LANGUAGE sql IMMUTABLE AS $fn$
         WHEN 'claim' THEN ARRAY['claim_receipts', 'claim_closures']
         WHEN 'lease' THEN ARRAY['leases']
     END
+$fn$;
+
+-- {schema}.ring_slot_count(ring): how many slots a ring has; an unknown
+-- ring name is an error, not a NULL that would read as "no slots".
+CREATE OR REPLACE FUNCTION {schema}.ring_slot_count(p_ring text)
+RETURNS integer LANGUAGE plpgsql STABLE AS $fn$
+DECLARE
+    v_slots integer;
+BEGIN
+    SELECT CASE p_ring WHEN 'queue' THEN i.queue_slot_count
+                       WHEN 'lease' THEN i.lease_slot_count
+                       WHEN 'claim' THEN i.claim_slot_count END
+      INTO v_slots FROM {schema}.substrate_info i;
+    IF v_slots IS NULL THEN
+        RAISE EXCEPTION 'unknown ring %', p_ring USING ERRCODE = 'invalid_parameter_value',
+              HINT = 'Rings are queue, lease and claim.';
+    END IF;
+    RETURN v_slots;
+END
 $fn$;
