@@ -1,0 +1,139 @@
+//! Scenario `drain`: N no-op jobs enqueued up front (1,000 per call), then
+//! one worker (concurrency 64, default claim batch) completes them as fast
+//! as it can. Also the enqueue+drain cost per job.
+
+use super::pgstats::{self, Cost};
+use super::{Ctx, payload};
+use crate::BoxError;
+use crate::fleet::{self, Fleet, FleetConfig, FleetTotals};
+use crate::latency::LatencyRecorder;
+use awa_core::{NewJob, QueueName};
+use awa_ready::{PgReadyPlane, ReadyPlane};
+use std::time::{Duration, Instant};
+
+const JOBS: u64 = 100_000;
+const QUICK_JOBS: u64 = 5_000;
+const PRELOAD_BATCH: u64 = 1_000;
+const WORKERS: usize = 1;
+const CONCURRENCY: usize = 64;
+const STALL: Duration = Duration::from_secs(60);
+
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct DrainReport {
+    pub jobs: u64,
+    pub workers: usize,
+    pub concurrency: usize,
+    pub claim_batch: usize,
+    /// Completed jobs per second, worker start to last completion.
+    pub jobs_per_s: f64,
+    pub seconds: f64,
+    pub completed: u64,
+    pub totals: FleetTotals,
+    pub preload_jobs_per_s: f64,
+    /// The preload (batched enqueue) alone.
+    pub enqueue_cost: Cost,
+    /// The drain alone.
+    pub drain_cost: Cost,
+    /// Enqueue + drain: what one job costs end to end.
+    pub total_cost: Cost,
+}
+
+pub async fn run(ctx: &Ctx) -> Result<DrainReport, BoxError> {
+    let jobs = if ctx.quick { QUICK_JOBS } else { JOBS };
+    ctx.say(format!(
+        "\n== drain: {jobs} pre-enqueued no-op jobs, {WORKERS} worker x {CONCURRENCY}"
+    ));
+    let db = ctx.fresh_db().await?;
+    let queue = QueueName::new("drain")?;
+    let s0 = pgstats::settled(ctx, &db).await?;
+
+    let pool = fleet::pool(db.url(), 2).await?;
+    let bar = ctx.bar(jobs, "preload");
+    let plane = PgReadyPlane::new(fleet::schema());
+    let started = Instant::now();
+    {
+        let mut conn = pool.acquire().await?;
+        let mut sent = 0;
+        while sent < jobs {
+            let n = PRELOAD_BATCH.min(jobs - sent);
+            let batch: Vec<NewJob> = (sent..sent + n)
+                .map(|i| NewJob::new(queue.clone(), "noop", payload(i)))
+                .collect();
+            plane.enqueue(&mut conn, &batch).await?;
+            sent += n;
+            bar.inc(n);
+        }
+    }
+    let preload_s = started.elapsed().as_secs_f64();
+    bar.finish_and_clear();
+    pool.close().await;
+    let s1 = pgstats::settled(ctx, &db).await?;
+
+    let claim_batch = awa_exec::worker::WorkerConfig::new(fleet::schema(), Vec::new()).claim_batch;
+    let pool = fleet::pool(db.url(), 8).await?;
+    let bar = ctx.bar(jobs, "drain");
+    let started = Instant::now();
+    let fleet_ = Fleet::start(
+        &pool,
+        db.url(),
+        &FleetConfig {
+            queue,
+            workers: WORKERS,
+            concurrency: CONCURRENCY,
+            leader: false,
+        },
+        LatencyRecorder::new(),
+    );
+    let mut last = (0, Instant::now());
+    let mut ticks = 0u32;
+    let seconds = loop {
+        let done = fleet_.completed();
+        if done >= jobs {
+            break started.elapsed().as_secs_f64();
+        }
+        if done != last.0 {
+            last = (done, Instant::now());
+        } else if last.1.elapsed() > STALL {
+            ctx.note(format!(
+                "drain: no job completed for {}s; stopped at {done} of {jobs}",
+                STALL.as_secs()
+            ));
+            break last.1.duration_since(started).as_secs_f64();
+        }
+        ticks += 1;
+        if ticks.is_multiple_of(20) {
+            bar.set_position(done);
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    };
+    bar.finish_and_clear();
+    let totals = fleet_.stop().await?;
+    pool.close().await;
+    let s2 = pgstats::settled(ctx, &db).await?;
+    let completed = totals.completed;
+    let report = DrainReport {
+        jobs,
+        workers: WORKERS,
+        concurrency: CONCURRENCY,
+        claim_batch,
+        jobs_per_s: completed.min(jobs) as f64 / seconds,
+        seconds,
+        completed,
+        totals,
+        preload_jobs_per_s: jobs as f64 / preload_s,
+        enqueue_cost: pgstats::cost(&s0, &s1, jobs),
+        drain_cost: pgstats::cost(&s1, &s2, jobs),
+        total_cost: pgstats::cost(&s0, &s2, jobs),
+    };
+    ctx.say(format!(
+        "   drained {} jobs in {:.2} s: {:.0} jobs/s; enqueue+drain {:.0} WAL bytes/job, \
+         {:.3} commits/job, {} dead tuples",
+        report.completed,
+        report.seconds,
+        report.jobs_per_s,
+        report.total_cost.wal_bytes_per_job,
+        report.total_cost.commits_per_job,
+        report.total_cost.dead_tuples
+    ));
+    Ok(report)
+}

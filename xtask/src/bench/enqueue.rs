@@ -1,0 +1,242 @@
+//! Scenario `enqueue`: how fast producers put jobs in, one job per
+//! transaction and 1,000 per round trip, with one and with four
+//! producers. Each variant gets its own fresh database.
+//!
+//! A one-job transaction is bound by how fast the server can flush WAL
+//! (`synchronous_commit=on` by default), so the report sets it next to the
+//! disk's `fdatasync` rate from `pg_test_fsync`.
+
+use super::pgstats::{self, Cost};
+use super::{Ctx, payload};
+use crate::BoxError;
+use crate::fleet;
+use awa_core::{NewJob, QueueName};
+use awa_ready::{PgReadyPlane, ReadyPlane};
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+use tokio::io::AsyncBufReadExt;
+
+const JOBS: u64 = 100_000;
+const QUICK_JOBS: u64 = 5_000;
+const BATCH: usize = 1_000;
+/// One-job-per-transaction variants stop here if N jobs take longer.
+const CAP: Duration = Duration::from_secs(60);
+const QUICK_CAP: Duration = Duration::from_secs(3);
+
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct EnqueueRun {
+    pub name: String,
+    pub producers: usize,
+    /// Jobs per round trip (and per transaction).
+    pub batch: usize,
+    pub jobs: u64,
+    pub seconds: f64,
+    pub jobs_per_s: f64,
+    /// Stopped at the time cap before N jobs.
+    pub capped: bool,
+    pub cost: Cost,
+}
+
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct EnqueueReport {
+    pub runs: Vec<EnqueueRun>,
+    /// `pg_test_fsync -s 2`, one 8 kB write, fdatasync (ops/s).
+    pub fdatasync_ops_per_s: Option<f64>,
+    /// One producer, one job per transaction, as a fraction of that rate.
+    pub one_per_tx_vs_fdatasync: Option<f64>,
+}
+
+impl EnqueueReport {
+    pub fn find(&self, producers: usize, batch: usize) -> Option<&EnqueueRun> {
+        self.runs
+            .iter()
+            .find(|r| r.producers == producers && r.batch == batch)
+    }
+}
+
+pub async fn run(ctx: &Ctx) -> Result<EnqueueReport, BoxError> {
+    let jobs = if ctx.quick { QUICK_JOBS } else { JOBS };
+    let cap = if ctx.quick { QUICK_CAP } else { CAP };
+    ctx.say(format!(
+        "\n== enqueue: {jobs} jobs per variant, small JSON payload"
+    ));
+    let mut runs = Vec::new();
+    for (producers, batch) in [(1, 1), (1, BATCH), (4, 1), (4, BATCH)] {
+        let run = variant(ctx, jobs, producers, batch, cap).await?;
+        ctx.say(format!(
+            "   {:<28} {:>9.0} jobs/s{}",
+            run.name,
+            run.jobs_per_s,
+            if run.capped {
+                format!(" (stopped at {}s after {} jobs)", cap.as_secs(), run.jobs)
+            } else {
+                String::new()
+            }
+        ));
+        runs.push(run);
+    }
+    let fdatasync = if ctx.quick {
+        None
+    } else {
+        match fdatasync_rate(ctx).await {
+            Ok(rate) => rate,
+            Err(err) => {
+                ctx.note(format!("pg_test_fsync failed: {err}"));
+                None
+            }
+        }
+    };
+    let one = runs
+        .iter()
+        .find(|r| r.producers == 1 && r.batch == 1)
+        .map(|r| r.jobs_per_s);
+    Ok(EnqueueReport {
+        one_per_tx_vs_fdatasync: fdatasync.zip(one).map(|(f, o)| o / f),
+        fdatasync_ops_per_s: fdatasync,
+        runs,
+    })
+}
+
+async fn variant(
+    ctx: &Ctx,
+    jobs: u64,
+    producers: usize,
+    batch: usize,
+    cap: Duration,
+) -> Result<EnqueueRun, BoxError> {
+    let name = format!(
+        "{producers} producer{} x {}",
+        if producers == 1 { "" } else { "s" },
+        if batch == 1 {
+            "1 job/tx".to_string()
+        } else {
+            format!("{batch} jobs/call")
+        }
+    );
+    let db = ctx.fresh_db().await?;
+    let queue = QueueName::new(format!("enqueue-{producers}x{batch}"))?;
+    let before = pgstats::settled(ctx, &db).await?;
+    let pool = fleet::pool(db.url(), producers as u32).await?;
+    let bar = ctx.bar(jobs, format!("enqueue {name}"));
+    let done = Arc::new(AtomicU64::new(0));
+    let started = Instant::now();
+    let deadline = started + cap;
+    let mut tasks = Vec::new();
+    for p in 0..producers as u64 {
+        let share = jobs / producers as u64 + u64::from(p < jobs % producers as u64);
+        let pool = pool.clone();
+        let queue = queue.clone();
+        let bar = bar.clone();
+        let done = done.clone();
+        tasks.push(tokio::spawn(async move {
+            let plane = PgReadyPlane::new(fleet::schema());
+            let mut conn = pool.acquire().await?;
+            let mut sent = 0u64;
+            while sent < share {
+                // Only one-job transactions are slow enough to need a cap.
+                if batch == 1 && Instant::now() > deadline {
+                    break;
+                }
+                let n = (batch as u64).min(share - sent);
+                let jobs: Vec<NewJob> = (sent..sent + n)
+                    .map(|i| NewJob::new(queue.clone(), "noop", payload(p << 40 | i)))
+                    .collect();
+                plane.enqueue(&mut conn, &jobs).await?;
+                sent += n;
+                done.fetch_add(n, Ordering::Relaxed);
+                bar.inc(n);
+            }
+            Ok::<_, BoxError>(())
+        }));
+    }
+    for t in tasks {
+        t.await??;
+    }
+    let seconds = started.elapsed().as_secs_f64();
+    bar.finish_and_clear();
+    pool.close().await;
+    let enqueued = done.load(Ordering::Relaxed);
+    let after = pgstats::settled(ctx, &db).await?;
+    Ok(EnqueueRun {
+        name,
+        producers,
+        batch,
+        jobs: enqueued,
+        seconds,
+        jobs_per_s: enqueued as f64 / seconds,
+        capped: enqueued < jobs,
+        cost: pgstats::cost(&before, &after, enqueued),
+    })
+}
+
+/// Where pg_test_fsync is: next to the server binaries (following the
+/// symlinks some installs put on PATH), else on PATH.
+pub(super) fn pg_tool(ctx: &Ctx, tool: &str) -> PathBuf {
+    if let Some(dir) = ctx.server.bin_dir() {
+        for base in [
+            dir.join("postgres").canonicalize().ok(),
+            Some(dir.join("x")),
+        ]
+        .into_iter()
+        .flatten()
+        {
+            if let Some(candidate) = base.parent().map(|d| d.join(tool))
+                && candidate.exists()
+            {
+                return candidate;
+            }
+        }
+    }
+    PathBuf::from(tool)
+}
+
+pub(super) fn psql(ctx: &Ctx) -> PathBuf {
+    pg_tool(ctx, "psql")
+}
+
+/// `pg_test_fsync -s 2`, first section (one 8 kB write), fdatasync line;
+/// the remaining sections are not needed and the tool is stopped there.
+async fn fdatasync_rate(ctx: &Ctx) -> Result<Option<f64>, BoxError> {
+    let tool = pg_tool(ctx, "pg_test_fsync");
+    let file = std::env::temp_dir().join(format!("awa-bench-fsync-{}.out", std::process::id()));
+    ctx.say(format!(
+        "   running {} -s 2 -f {} (disk flush rate)",
+        tool.display(),
+        file.display()
+    ));
+    let mut child = tokio::process::Command::new(&tool)
+        .args(["-s", "2", "-f"])
+        .arg(&file)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .map_err(|e| format!("cannot run {}: {e}", tool.display()))?;
+    let stdout = child.stdout.take().ok_or("no stdout")?;
+    let mut lines = tokio::io::BufReader::new(stdout).lines();
+    let found = tokio::time::timeout(Duration::from_secs(60), async {
+        while let Some(line) = lines.next_line().await? {
+            let words: Vec<&str> = line.split_whitespace().collect();
+            if words.first() == Some(&"fdatasync") && words.get(2) == Some(&"ops/sec") {
+                return Ok::<_, std::io::Error>(words[1].parse::<f64>().ok());
+            }
+        }
+        Ok(None)
+    })
+    .await;
+    let _ = child.kill().await;
+    let _ = std::fs::remove_file(&file);
+    match found {
+        Ok(Ok(Some(rate))) => {
+            ctx.say(format!("   fdatasync: {rate:.0} ops/s"));
+            Ok(Some(rate))
+        }
+        Ok(Ok(None)) => Err("no fdatasync line in its output".into()),
+        Ok(Err(e)) => Err(e.into()),
+        Err(_) => Err("timed out".into()),
+    }
+}

@@ -1,0 +1,373 @@
+//! `cargo xtask bench`: throughput, latency and PostgreSQL-side cost of the
+//! job path, scenario by scenario, each on a fresh database.
+//!
+//! By default on a private throwaway cluster with PostgreSQL's defaults
+//! plus `autovacuum=off` (so dead-tuple counts show what the job path
+//! leaves behind), or on the server named by `DATABASE_URL`. Figures are
+//! reported, never judged: nothing here fails because it is slow.
+//!
+//! `cargo xtask bench` is a debug build; measure with
+//! `cargo run --release -p xtask -- bench`.
+
+mod drain;
+mod enqueue;
+mod pgstats;
+mod pinned;
+mod profile;
+mod report;
+mod soak;
+mod steady;
+
+use crate::BoxError;
+use crate::fleet;
+use awa_harness::{ClusterOptions, PgServer, ServerKind, TestDb, quote_ident};
+use indicatif::{ProgressBar, ProgressStyle};
+use sqlx::{Connection, PgConnection};
+use std::collections::BTreeMap;
+use std::process::ExitCode;
+use std::sync::Mutex;
+use std::time::Instant;
+
+#[derive(Debug, clap::Args)]
+pub struct BenchArgs {
+    /// Run only this scenario (repeatable). Default: enqueue, drain,
+    /// steady, pinned, and soak with --long.
+    #[arg(long = "scenario", value_enum)]
+    scenarios: Vec<Scenario>,
+    /// Small sizes and short runs (a CI smoke test; well under a minute).
+    #[arg(long)]
+    quick: bool,
+    /// Print one JSON document with every figure instead of tables.
+    #[arg(long)]
+    json: bool,
+    /// Also run the soak scenario (1,000,000 jobs).
+    #[arg(long)]
+    long: bool,
+    /// Also profile enqueue, claim and finish with EXPLAIN (ANALYZE,
+    /// BUFFERS) and auto_explain of the statements inside (needs psql).
+    #[arg(long)]
+    explain: bool,
+    /// Also write the JSON document to this file (tables still printed).
+    #[arg(long, value_name = "FILE")]
+    json_out: Option<std::path::PathBuf>,
+    /// Keep sqlx's default of pinging every pooled connection when it is
+    /// acquired (an extra round trip per claim and per finish batch).
+    #[arg(long)]
+    pool_ping: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Scenario {
+    Enqueue,
+    Drain,
+    Steady,
+    Pinned,
+    Soak,
+}
+
+/// What every scenario needs.
+#[derive(Debug)]
+pub struct Ctx {
+    pub server: PgServer,
+    pub quick: bool,
+    pub json: bool,
+    /// For CPU accounting, when the server runs on this machine.
+    pub postmaster_pid: Option<i64>,
+    template_key: String,
+    notes: Mutex<Vec<String>>,
+}
+
+/// The database one scenario (or phase) runs in.
+#[derive(Debug)]
+pub struct ScenarioDb {
+    url: String,
+    name: String,
+    // Dropping it drops the database.
+    _db: Option<TestDb>,
+}
+
+impl ScenarioDb {
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+}
+
+impl Ctx {
+    /// Progress and remarks: stdout for tables, stderr next to JSON.
+    pub fn say(&self, msg: impl AsRef<str>) {
+        if self.json {
+            eprintln!("{}", msg.as_ref());
+        } else {
+            println!("{}", msg.as_ref());
+        }
+    }
+
+    /// A remark that also goes into the report.
+    pub fn note(&self, msg: impl Into<String>) {
+        let msg = msg.into();
+        self.say(format!("note: {msg}"));
+        self.notes.lock().expect("notes lock").push(msg);
+    }
+
+    pub fn bar(&self, len: u64, msg: impl Into<String>) -> ProgressBar {
+        let style = ProgressStyle::with_template(
+            "{spinner} {msg:<24} [{bar:32}] {pos}/{len} ({per_sec}, {elapsed})",
+        )
+        .expect("progress template")
+        .progress_chars("=> ");
+        let bar = ProgressBar::new(len).with_style(style);
+        bar.set_message(msg.into());
+        bar
+    }
+
+    /// A fresh, migrated database, with function statistics on and a
+    /// checkpoint just taken, so every scenario starts alike.
+    pub async fn fresh_db(&self) -> Result<ScenarioDb, BoxError> {
+        let made = TestDb::new_on(&self.server, &self.template_key, |url| async move {
+            awa_maint::migrate(&url)
+                .await
+                .map(drop)
+                .map_err(|e| Box::new(e) as BoxError)
+        })
+        .await;
+        let db = match made {
+            Ok(db) => ScenarioDb {
+                url: db.url().to_string(),
+                name: db.name().to_string(),
+                _db: Some(db),
+            },
+            Err(err) if self.server.kind() == ServerKind::External => {
+                self.note(format!(
+                    "cannot create a database per scenario ({err}); reusing the DATABASE_URL \
+                     database, so figures of later scenarios include earlier leftovers"
+                ));
+                let url = self.server.url().to_string();
+                awa_maint::migrate(&url).await?;
+                let mut conn = PgConnection::connect(&url).await?;
+                let name: String = sqlx::query_scalar("SELECT current_database()::text")
+                    .fetch_one(&mut conn)
+                    .await?;
+                let _ = conn.close().await;
+                ScenarioDb {
+                    url,
+                    name,
+                    _db: None,
+                }
+            }
+            Err(err) => return Err(err.into()),
+        };
+        let mut conn = PgConnection::connect(self.server.url()).await?;
+        let alter = format!(
+            "ALTER DATABASE {} SET track_functions = 'pl'",
+            quote_ident(&db.name)
+        );
+        if let Err(err) = sqlx::query(sqlx::AssertSqlSafe(alter))
+            .execute(&mut conn)
+            .await
+        {
+            self.note_once(format!(
+                "track_functions could not be set ({err}); no per-function figures"
+            ));
+        }
+        if let Err(err) = sqlx::query("CHECKPOINT").execute(&mut conn).await {
+            self.note_once(format!(
+                "CHECKPOINT before each scenario failed ({err}); WAL figures depend on \
+                 when the server last checkpointed"
+            ));
+        }
+        let _ = conn.close().await;
+        Ok(db)
+    }
+
+    fn note_once(&self, msg: String) {
+        if !self.notes.lock().expect("notes lock").contains(&msg) {
+            self.note(msg);
+        }
+    }
+
+    fn take_notes(&self) -> Vec<String> {
+        std::mem::take(&mut *self.notes.lock().expect("notes lock"))
+    }
+}
+
+fn selected(args: &BenchArgs) -> Vec<Scenario> {
+    let mut picked = if args.scenarios.is_empty() {
+        let mut all = vec![
+            Scenario::Enqueue,
+            Scenario::Drain,
+            Scenario::Steady,
+            Scenario::Pinned,
+        ];
+        if args.long {
+            all.push(Scenario::Soak);
+        }
+        all
+    } else {
+        args.scenarios.clone()
+    };
+    let mut seen = Vec::new();
+    picked.retain(|s| {
+        let new = !seen.contains(s);
+        seen.push(*s);
+        new
+    });
+    picked
+}
+
+/// Settings worth knowing when reading the figures.
+const SHOWN_SETTINGS: &[&str] = &[
+    "server_version",
+    "max_connections",
+    "shared_buffers",
+    "work_mem",
+    "fsync",
+    "synchronous_commit",
+    "full_page_writes",
+    "wal_level",
+    "wal_compression",
+    "wal_sync_method",
+    "max_wal_size",
+    "checkpoint_timeout",
+    "autovacuum",
+    "jit",
+];
+
+pub async fn run(args: BenchArgs) -> Result<ExitCode, BoxError> {
+    fleet::set_ping_on_acquire(args.pool_ping);
+    let scenarios = selected(&args);
+    let started = Instant::now();
+    let load_before = loadavg();
+    let opts = ClusterOptions::postgres_defaults()
+        .setting("autovacuum", "off")
+        .use_database_url(true);
+    let server = PgServer::start(opts).await?;
+
+    let mut conn = PgConnection::connect(server.url()).await?;
+    let mut settings = BTreeMap::new();
+    for name in SHOWN_SETTINGS {
+        let value: String = sqlx::query_scalar("SELECT current_setting($1)")
+            .bind(name)
+            .fetch_one(&mut conn)
+            .await?;
+        settings.insert((*name).to_string(), value);
+    }
+    let version: String = sqlx::query_scalar("SELECT version()")
+        .fetch_one(&mut conn)
+        .await?;
+    let postmaster_pid = if server.kind() == ServerKind::External {
+        None
+    } else {
+        pgstats::local_postmaster(&mut conn).await
+    };
+    let _ = conn.close().await;
+
+    let ctx = Ctx {
+        server,
+        quick: args.quick,
+        json: args.json,
+        postmaster_pid,
+        template_key: format!("awa-migrated-{}", awa_maint::migrate::fingerprint()),
+        notes: Mutex::new(Vec::new()),
+    };
+    match ctx.server.kind() {
+        ServerKind::External => ctx.say(format!(
+            "benchmarking the DATABASE_URL server ({}); its settings are its own",
+            redact(ctx.server.url())
+        )),
+        _ => {
+            let given: Vec<String> = ctx
+                .server
+                .settings()
+                .iter()
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect();
+            ctx.say(format!(
+                "benchmarking a private throwaway PostgreSQL cluster (removed at exit): \
+                 PostgreSQL defaults plus {}",
+                given.join(", ")
+            ));
+        }
+    }
+    ctx.say(format!(
+        "settings: {}",
+        settings
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    ));
+    if cfg!(debug_assertions) {
+        ctx.say(
+            "this is a debug build: for real figures run `cargo run --release -p xtask -- bench`",
+        );
+    }
+
+    let mut report = report::Report::new(
+        &ctx,
+        &version,
+        settings,
+        scenarios.clone(),
+        args.pool_ping,
+        load_before,
+    );
+    for scenario in &scenarios {
+        match scenario {
+            Scenario::Enqueue => report.enqueue = Some(enqueue::run(&ctx).await?),
+            Scenario::Drain => report.drain = Some(drain::run(&ctx).await?),
+            Scenario::Steady => report.steady = Some(steady::run(&ctx).await?),
+            Scenario::Pinned => report.pinned = Some(pinned::run(&ctx).await?),
+            Scenario::Soak => report.soak = Some(soak::run(&ctx).await?),
+        }
+    }
+    if args.explain {
+        report.explain = Some(profile::run(&ctx).await?);
+    }
+    report.meta.seconds = started.elapsed().as_secs_f64();
+    report.meta.load_after = loadavg();
+    report.targets = report::targets(&report);
+    report.notes = ctx.take_notes();
+    let doc = serde_json::to_string_pretty(&report)?;
+    if let Some(path) = &args.json_out {
+        std::fs::write(path, &doc)?;
+    }
+    if args.json {
+        println!("{doc}");
+    } else {
+        report::print_human(&report);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The 1-, 5- and 15-minute load averages: the machine may be shared.
+fn loadavg() -> Option<String> {
+    let text = std::fs::read_to_string("/proc/loadavg").ok()?;
+    Some(
+        text.split_whitespace()
+            .take(3)
+            .collect::<Vec<_>>()
+            .join(" "),
+    )
+}
+
+fn redact(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(scheme), Some(at)) if at > scheme => {
+            let creds = &url[scheme + 3..at];
+            match creds.split_once(':') {
+                Some((user, _)) => format!("{}{user}:***{}", &url[..scheme + 3], &url[at..]),
+                None => url.to_string(),
+            }
+        }
+        _ => url.to_string(),
+    }
+}
+
+/// A small JSON payload, as a producer would send.
+pub fn payload(i: u64) -> serde_json::Value {
+    serde_json::json!({ "user_id": i, "op": "noop" })
+}

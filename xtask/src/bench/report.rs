@@ -1,0 +1,599 @@
+//! The bench report: one document with every figure (`--json`), or tables,
+//! and each target from the spec with whether we meet it.
+
+use super::drain::DrainReport;
+use super::enqueue::EnqueueReport;
+use super::pgstats::Cost;
+use super::pinned::PinnedReport;
+use super::soak::SoakReport;
+use super::steady::{SteadyReport, SteadyRun};
+use super::{Ctx, Scenario};
+use awa_harness::ServerKind;
+use std::collections::BTreeMap;
+
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Meta {
+    pub date: String,
+    pub commit: Option<String>,
+    pub build: &'static str,
+    pub server: &'static str,
+    pub server_version: String,
+    pub nproc: usize,
+    pub mem_total: Option<String>,
+    pub load_before: Option<String>,
+    pub load_after: Option<String>,
+    pub quick: bool,
+    pub scenarios: Vec<Scenario>,
+    pub pool_ping_on_acquire: bool,
+    pub latency_unit: &'static str,
+    pub seconds: f64,
+}
+
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Target {
+    pub name: String,
+    pub target: String,
+    pub measured: String,
+    /// None: not measured in this run.
+    pub met: Option<bool>,
+    pub gap: String,
+}
+
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Report {
+    pub meta: Meta,
+    pub settings: BTreeMap<String, String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub enqueue: Option<EnqueueReport>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub drain: Option<DrainReport>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub steady: Option<SteadyReport>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pinned: Option<PinnedReport>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub soak: Option<SoakReport>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub explain: Option<BTreeMap<String, String>>,
+    pub targets: Vec<Target>,
+    pub notes: Vec<String>,
+}
+
+impl Report {
+    pub fn new(
+        ctx: &Ctx,
+        version: &str,
+        settings: BTreeMap<String, String>,
+        scenarios: Vec<Scenario>,
+        pool_ping: bool,
+        load_before: Option<String>,
+    ) -> Self {
+        // AWA_BENCH_COMMIT names the commit when the source is not a git
+        // checkout (an exported tree, some CI checkouts).
+        let commit = std::env::var("AWA_BENCH_COMMIT")
+            .ok()
+            .filter(|c| !c.is_empty())
+            .or_else(|| {
+                std::process::Command::new("git")
+                    .args(["rev-parse", "--short", "HEAD"])
+                    .output()
+                    .ok()
+                    .filter(|o| o.status.success())
+                    .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+            });
+        let mem_total = std::fs::read_to_string("/proc/meminfo").ok().and_then(|m| {
+            m.lines()
+                .find(|l| l.starts_with("MemTotal:"))
+                .map(|l| l["MemTotal:".len()..].trim().to_string())
+        });
+        Report {
+            meta: Meta {
+                date: chrono::Utc::now().format("%Y-%m-%d %H:%M UTC").to_string(),
+                commit,
+                build: if cfg!(debug_assertions) {
+                    "debug"
+                } else {
+                    "release"
+                },
+                server: match ctx.server.kind() {
+                    ServerKind::External => "DATABASE_URL",
+                    ServerKind::LocalCluster => "private local cluster",
+                    ServerKind::Docker => "private container",
+                },
+                server_version: version.to_string(),
+                nproc: std::thread::available_parallelism().map_or(0, |n| n.get()),
+                mem_total,
+                load_before,
+                load_after: None,
+                quick: ctx.quick,
+                scenarios,
+                pool_ping_on_acquire: pool_ping,
+                latency_unit: "ms",
+                seconds: 0.0,
+            },
+            settings,
+            enqueue: None,
+            drain: None,
+            steady: None,
+            pinned: None,
+            soak: None,
+            explain: None,
+            targets: Vec::new(),
+            notes: Vec::new(),
+        }
+    }
+}
+
+fn at_least(name: &str, target: f64, measured: Option<f64>, unit: &str) -> Target {
+    let (measured_s, met, gap) = match measured {
+        None => ("not measured".into(), None, String::new()),
+        Some(m) if m >= target => (
+            format!("{} {unit}", num(m)),
+            Some(true),
+            format!("meets it, {:.0}% above", (m / target - 1.0) * 100.0),
+        ),
+        Some(m) => (
+            format!("{} {unit}", num(m)),
+            Some(false),
+            format!(
+                "misses by {} {unit} ({:.0}% short)",
+                num(target - m),
+                (1.0 - m / target) * 100.0
+            ),
+        ),
+    };
+    Target {
+        name: name.into(),
+        target: format!(">= {} {unit}", num(target)),
+        measured: measured_s,
+        met,
+        gap,
+    }
+}
+
+fn below(name: &str, target: f64, measured: Option<f64>, unit: &str, strict: bool) -> Target {
+    let ok = |m: f64| if strict { m < target } else { m <= target };
+    let (measured_s, met, gap) = match measured {
+        None => ("not measured".into(), None, String::new()),
+        Some(m) if ok(m) => (
+            format!("{} {unit}", num(m)),
+            Some(true),
+            format!("meets it, {:.0}% under", (1.0 - m / target) * 100.0),
+        ),
+        Some(m) => (
+            format!("{} {unit}", num(m)),
+            Some(false),
+            format!(
+                "misses by {} {unit} ({:.0}% over)",
+                num(m - target),
+                (m / target - 1.0) * 100.0
+            ),
+        ),
+    };
+    Target {
+        name: name.into(),
+        target: format!("{} {} {unit}", if strict { "<" } else { "<=" }, num(target)),
+        measured: measured_s,
+        met,
+        gap,
+    }
+}
+
+/// Readable numbers: thousands separators for big ones, decimals for small.
+pub fn num(x: f64) -> String {
+    if !x.is_finite() {
+        return "-".into();
+    }
+    if x.abs() >= 1000.0 {
+        let s = format!("{:.0}", x.abs());
+        let mut out = String::new();
+        for (i, c) in s.chars().enumerate() {
+            if i > 0 && (s.len() - i).is_multiple_of(3) {
+                out.push(',');
+            }
+            out.push(c);
+        }
+        if x < 0.0 { format!("-{out}") } else { out }
+    } else if x.abs() >= 10.0 {
+        format!("{x:.1}")
+    } else if x.abs() >= 0.01 || x == 0.0 {
+        format!("{x:.3}")
+    } else {
+        format!("{x:.5}")
+    }
+}
+
+pub fn targets(r: &Report) -> Vec<Target> {
+    let mut t = Vec::new();
+    let drain = r.drain.as_ref();
+    t.push(at_least(
+        "drain, 1 worker x 64",
+        25_000.0,
+        drain.map(|d| d.jobs_per_s),
+        "jobs/s",
+    ));
+    let steady = r.steady.as_ref();
+    let mut rate50 = at_least(
+        "steady: highest sustained rate with p95 < 50 ms",
+        10_000.0,
+        steady.map(|s| s.rate_p95_under_50ms.unwrap_or(0) as f64),
+        "jobs/s",
+    );
+    if let Some(s) = steady
+        && let Some(run) = s.at(10_000)
+    {
+        rate50.measured.push_str(&format!(
+            " (at 10,000/s offered: {} completed/s, p95 {} ms)",
+            num(run.completions_per_s),
+            num(run.latency.p95)
+        ));
+    }
+    t.push(rate50);
+    for rate in [200, 1_000] {
+        let run = steady.and_then(|s| s.at(rate));
+        t.push(below(
+            &format!("steady {rate}/s: p50"),
+            1.5,
+            run.map(|r| r.latency.p50),
+            "ms",
+            true,
+        ));
+        t.push(below(
+            &format!("steady {rate}/s: p95"),
+            3.0,
+            run.map(|r| r.latency.p95),
+            "ms",
+            true,
+        ));
+    }
+    let enq = r.enqueue.as_ref();
+    t.push(at_least(
+        "enqueue, 1 producer, 1,000 jobs/call",
+        150_000.0,
+        enq.and_then(|e| e.find(1, 1_000)).map(|r| r.jobs_per_s),
+        "jobs/s",
+    ));
+    let mut one = at_least(
+        "enqueue, 1 producer, 1 job/tx",
+        4_500.0,
+        enq.and_then(|e| e.find(1, 1)).map(|r| r.jobs_per_s),
+        "jobs/s",
+    );
+    if let Some(e) = enq
+        && let (Some(f), Some(frac)) = (e.fdatasync_ops_per_s, e.one_per_tx_vs_fdatasync)
+    {
+        one.measured.push_str(&format!(
+            " ({:.0}% of fdatasync's {} ops/s)",
+            frac * 100.0,
+            num(f)
+        ));
+    }
+    t.push(one);
+    let mut four = at_least(
+        "enqueue, 4 producers, 1 job/tx",
+        10_000.0,
+        enq.and_then(|e| e.find(4, 1)).map(|r| r.jobs_per_s),
+        "jobs/s",
+    );
+    if let Some(b) = enq.and_then(|e| e.find(4, 1_000)) {
+        four.measured
+            .push_str(&format!(" (1,000 jobs/call: {} jobs/s)", num(b.jobs_per_s)));
+    }
+    t.push(four);
+    t.push(below(
+        "WAL per job, enqueue + drain",
+        350.0,
+        drain.map(|d| d.total_cost.wal_bytes_per_job),
+        "bytes",
+        false,
+    ));
+    t.push(below(
+        "dead tuples per job, enqueue + drain",
+        0.01,
+        drain.map(|d| d.total_cost.dead_tuples_per_job),
+        "",
+        true,
+    ));
+    t.push(below(
+        "dead tuples per job, steady (worst rate)",
+        0.01,
+        steady.and_then(|s| {
+            s.runs
+                .iter()
+                .map(|r| r.cost.dead_tuples_per_job)
+                .max_by(f64::total_cmp)
+        }),
+        "",
+        true,
+    ));
+    let pinned = r.pinned.as_ref();
+    t.push(at_least(
+        "pinned vs unpinned throughput (2,000/s)",
+        0.90,
+        pinned.map(|p| p.throughput_ratio),
+        "x",
+    ));
+    t.push(below(
+        "pinned vs unpinned p95 (2,000/s)",
+        1.10,
+        pinned.map(|p| p.p95_ratio),
+        "x",
+        false,
+    ));
+    t
+}
+
+/// Left-aligned first column, the rest right-aligned.
+fn table(header: &[&str], rows: &[Vec<String>]) {
+    let mut widths: Vec<usize> = header.iter().map(|h| h.len()).collect();
+    for row in rows {
+        for (i, cell) in row.iter().enumerate() {
+            widths[i] = widths[i].max(cell.chars().count());
+        }
+    }
+    let line = |cells: Vec<String>| {
+        let mut out = String::from("  ");
+        for (i, cell) in cells.iter().enumerate() {
+            if i == 0 {
+                out.push_str(&format!("{cell:<w$}", w = widths[i]));
+            } else {
+                out.push_str(&format!("  {cell:>w$}", w = widths[i]));
+            }
+        }
+        println!("{}", out.trim_end());
+    };
+    line(header.iter().map(|h| h.to_string()).collect());
+    for row in rows {
+        line(row.clone());
+    }
+}
+
+const COST_HEADER: &[&str] = &[
+    "WAL B/job",
+    "commits/job",
+    "dead tup",
+    "awa MB",
+    "pg CPU us/job",
+    "client CPU us/job",
+    "others' CPU s",
+];
+
+fn cost_cells(c: &Cost) -> Vec<String> {
+    let opt = |v: Option<f64>| v.map_or("-".to_string(), num);
+    vec![
+        num(c.wal_bytes_per_job),
+        num(c.commits_per_job),
+        c.dead_tuples.to_string(),
+        format!("{:.1}", c.awa_bytes as f64 / 1_048_576.0),
+        opt(c.cpu_postgres_us_per_job),
+        opt(c.cpu_client_us_per_job),
+        opt(c.cpu_others_s),
+    ]
+}
+
+fn with_cost<'a>(head: &[&'a str]) -> Vec<&'a str> {
+    let mut h = head.to_vec();
+    h.extend_from_slice(COST_HEADER);
+    h
+}
+
+fn steady_row(label: String, r: &SteadyRun) -> Vec<String> {
+    let mut row = vec![
+        label,
+        num(r.enqueued_per_s),
+        num(r.completions_per_s),
+        num(r.latency.p50),
+        num(r.latency.p95),
+        num(r.latency.p99),
+        num(r.enqueue_call.p50),
+        r.max_depth.to_string(),
+        match (r.sustained, r.drained) {
+            (true, _) => "yes".into(),
+            (false, true) => "no".into(),
+            (false, false) => "no, backlog left".into(),
+        },
+    ];
+    row.extend(cost_cells(&r.cost));
+    row
+}
+
+const STEADY_HEAD: &[&str] = &[
+    "offered",
+    "enqueued/s",
+    "completed/s",
+    "p50 ms",
+    "p95 ms",
+    "p99 ms",
+    "enqueue call p50 ms",
+    "max depth",
+    "sustained",
+];
+
+fn functions(title: &str, c: &Cost) {
+    if c.functions.is_empty() {
+        return;
+    }
+    println!("  {title}:");
+    let rows: Vec<Vec<String>> = c
+        .functions
+        .iter()
+        .map(|f| {
+            vec![
+                format!("awa.{}", f.name),
+                f.calls.to_string(),
+                num(f.calls_per_job),
+                num(f.mean_us),
+                num(f.total_ms),
+                num(f.self_ms),
+            ]
+        })
+        .collect();
+    table(
+        &[
+            "function",
+            "calls",
+            "calls/job",
+            "mean us",
+            "total ms",
+            "self ms",
+        ],
+        &rows,
+    );
+}
+
+pub fn print_human(r: &Report) {
+    println!();
+    println!(
+        "Awa bench, {} build, {} ({}), {} CPUs, commit {}, {:.0} s",
+        r.meta.build,
+        r.meta.server,
+        r.settings.get("server_version").map_or("?", String::as_str),
+        r.meta.nproc,
+        r.meta.commit.as_deref().unwrap_or("?"),
+        r.meta.seconds
+    );
+    if let Some(e) = &r.enqueue {
+        println!("\nenqueue");
+        let rows: Vec<Vec<String>> = e
+            .runs
+            .iter()
+            .map(|run| {
+                let mut row = vec![
+                    run.name.clone(),
+                    run.jobs.to_string(),
+                    format!("{:.2}", run.seconds),
+                    num(run.jobs_per_s),
+                ];
+                row.extend(cost_cells(&run.cost));
+                row
+            })
+            .collect();
+        table(&with_cost(&["variant", "jobs", "s", "jobs/s"]), &rows);
+        if let Some(f) = e.fdatasync_ops_per_s {
+            println!(
+                "  pg_test_fsync fdatasync: {} ops/s; 1 producer x 1 job/tx is {:.0}% of it",
+                num(f),
+                e.one_per_tx_vs_fdatasync.unwrap_or(f64::NAN) * 100.0
+            );
+        }
+    }
+    if let Some(d) = &r.drain {
+        println!(
+            "\ndrain ({} jobs, {} worker x {}, claim batch {})",
+            d.jobs, d.workers, d.concurrency, d.claim_batch
+        );
+        let rows = vec![
+            {
+                let mut row = vec![
+                    "preload (1,000/call)".to_string(),
+                    num(d.preload_jobs_per_s),
+                ];
+                row.extend(cost_cells(&d.enqueue_cost));
+                row
+            },
+            {
+                let mut row = vec!["drain".to_string(), num(d.jobs_per_s)];
+                row.extend(cost_cells(&d.drain_cost));
+                row
+            },
+            {
+                let mut row = vec!["enqueue + drain".to_string(), "".to_string()];
+                row.extend(cost_cells(&d.total_cost));
+                row
+            },
+        ];
+        table(&with_cost(&["phase", "jobs/s"]), &rows);
+        functions("drain, server-side functions", &d.drain_cost);
+    }
+    if let Some(s) = &r.steady {
+        println!(
+            "\nsteady ({} worker x {} + leader; latency = ready_at -> handler start)",
+            s.workers, s.concurrency
+        );
+        let rows: Vec<Vec<String>> = s
+            .runs
+            .iter()
+            .map(|run| steady_row(format!("{}/s", num(run.offered_rate as f64)), run))
+            .collect();
+        table(&with_cost(STEADY_HEAD), &rows);
+        println!(
+            "  headline: highest offered rate sustained with p95 < 100 ms: {}",
+            s.headline_rate
+                .map_or("none".to_string(), |x| format!("{}/s", num(x as f64)))
+        );
+    }
+    if let Some(p) = &r.pinned {
+        println!(
+            "\npinned ({}/s, REPEATABLE READ snapshot held open)",
+            p.rate
+        );
+        let rows = vec![
+            steady_row("unpinned".into(), &p.unpinned),
+            steady_row("pinned".into(), &p.pinned),
+        ];
+        table(&with_cost(STEADY_HEAD), &rows);
+        println!(
+            "  pinned/unpinned: throughput {:.3}x, p50 {:.2}x, p95 {:.2}x, p99 {:.2}x",
+            p.throughput_ratio, p.p50_ratio, p.p95_ratio, p.p99_ratio
+        );
+        functions("pinned, server-side functions", &p.pinned.cost);
+    }
+    if let Some(s) = &r.soak {
+        println!("\nsoak ({} jobs at {}/s)", s.jobs, s.rate);
+        table(
+            &with_cost(STEADY_HEAD),
+            &[steady_row(format!("{}/s", s.rate), &s.run)],
+        );
+        let rows: Vec<Vec<String>> = s
+            .run
+            .samples
+            .iter()
+            .map(|x| {
+                vec![
+                    format!("{:.0}", x.t_s),
+                    x.enqueued.to_string(),
+                    x.completed.to_string(),
+                    x.depth.to_string(),
+                    x.dead_tuples.to_string(),
+                    format!("{:.1}", x.awa_bytes as f64 / 1_048_576.0),
+                ]
+            })
+            .collect();
+        table(
+            &[
+                "t s",
+                "enqueued",
+                "completed",
+                "depth",
+                "dead tup",
+                "awa MB",
+            ],
+            &rows,
+        );
+    }
+    println!("\ntargets");
+    let rows: Vec<Vec<String>> = r
+        .targets
+        .iter()
+        .map(|t| {
+            vec![
+                t.name.clone(),
+                t.target.clone(),
+                match t.met {
+                    Some(true) => "yes".into(),
+                    Some(false) => "NO".into(),
+                    None => "-".into(),
+                },
+                t.measured.clone(),
+                t.gap.clone(),
+            ]
+        })
+        .collect();
+    table(&["target", "goal", "met", "measured", "gap"], &rows);
+    if !r.notes.is_empty() {
+        println!("\nnotes");
+        for n in &r.notes {
+            println!("  - {n}");
+        }
+    }
+}

@@ -1,0 +1,151 @@
+//! In-process workers plus a maintenance leader candidate, as `demo` and
+//! `bench` run them, and the connection pools they share.
+
+use crate::BoxError;
+use crate::latency::{LatencyRecorder, NoopHandler};
+use awa_core::{QueueName, SchemaName};
+use awa_exec::worker::{Stats, Worker, WorkerConfig};
+use awa_maint::leader::{self, LeaderConfig};
+use awa_maint::tasks::{self, MaintSettings};
+use sqlx::PgPool;
+use sqlx::postgres::PgPoolOptions;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+/// sqlx pings a pooled connection (one extra round trip) every time it is
+/// acquired unless told not to. The worker acquires once per claim and once
+/// per finish batch, so the ping doubles its round trips; we leave it off
+/// unless `bench --pool-ping` asks for sqlx's default.
+static PING_ON_ACQUIRE: AtomicBool = AtomicBool::new(false);
+
+pub fn set_ping_on_acquire(yes: bool) {
+    PING_ON_ACQUIRE.store(yes, Ordering::Relaxed);
+}
+
+pub fn ping_on_acquire() -> bool {
+    PING_ON_ACQUIRE.load(Ordering::Relaxed)
+}
+
+pub async fn pool(url: &str, size: u32) -> Result<PgPool, sqlx::Error> {
+    PgPoolOptions::new()
+        .max_connections(size)
+        .test_before_acquire(ping_on_acquire())
+        .acquire_timeout(Duration::from_secs(30))
+        .connect(url)
+        .await
+}
+
+pub fn schema() -> SchemaName {
+    SchemaName::default_schema()
+}
+
+#[derive(Debug, Clone)]
+pub struct FleetConfig {
+    pub queue: QueueName,
+    pub workers: usize,
+    /// Per worker.
+    pub concurrency: usize,
+    /// Also run a maintenance leader candidate with the standard task set
+    /// at its default cadences (as `awa worker run` does).
+    pub leader: bool,
+}
+
+/// Running workers (and leader candidate); stop with [`Fleet::stop`].
+#[derive(Debug)]
+pub struct Fleet {
+    stop: watch::Sender<bool>,
+    workers: Vec<JoinHandle<Result<awa_exec::worker::StatsSnapshot, awa_exec::ExecError>>>,
+    stats: Vec<Arc<Stats>>,
+    leader: Option<JoinHandle<Result<(), awa_maint::MaintError>>>,
+}
+
+/// What the workers did, summed.
+#[derive(Debug, Clone, Copy, Default, serde::Serialize)]
+pub struct FleetTotals {
+    pub claimed: u64,
+    pub completed: u64,
+    pub rejected: u64,
+    pub released: u64,
+}
+
+impl Fleet {
+    pub fn start(
+        pool: &PgPool,
+        url: &str,
+        config: &FleetConfig,
+        latency: Arc<LatencyRecorder>,
+    ) -> Fleet {
+        let (stop, stop_rx) = watch::channel(false);
+        let mut workers = Vec::new();
+        let mut stats = Vec::new();
+        for _ in 0..config.workers {
+            let mut worker = Worker::new(
+                pool.clone(),
+                WorkerConfig::new(schema(), vec![(config.queue.clone(), config.concurrency)]),
+            );
+            worker.register_default(NoopHandler {
+                latency: latency.clone(),
+            });
+            stats.push(worker.stats());
+            let mut rx = stop_rx.clone();
+            workers.push(tokio::spawn(worker.run(async move {
+                let _ = rx.wait_for(|s| *s).await;
+            })));
+        }
+        let leader = config.leader.then(|| {
+            let leader_config = LeaderConfig::new(url);
+            let tasks = tasks::standard(
+                &schema(),
+                &MaintSettings::default(),
+                &leader_config.instance_id.to_string(),
+            );
+            tokio::spawn(leader::run(
+                leader_config,
+                pool.clone(),
+                tasks,
+                stop_rx.clone(),
+                None,
+            ))
+        });
+        Fleet {
+            stop,
+            workers,
+            stats,
+            leader,
+        }
+    }
+
+    pub fn completed(&self) -> u64 {
+        self.stats
+            .iter()
+            .map(|s| s.completed.load(Ordering::Relaxed))
+            .sum()
+    }
+
+    pub fn claimed(&self) -> u64 {
+        self.stats
+            .iter()
+            .map(|s| s.claimed.load(Ordering::Relaxed))
+            .sum()
+    }
+
+    /// Graceful shutdown of every worker and the leader candidate.
+    pub async fn stop(self) -> Result<FleetTotals, BoxError> {
+        let _ = self.stop.send(true);
+        let mut totals = FleetTotals::default();
+        for w in self.workers {
+            let s = w.await??;
+            totals.claimed += s.claimed;
+            totals.completed += s.completed;
+            totals.rejected += s.rejected;
+            totals.released += s.released;
+        }
+        if let Some(leader) = self.leader {
+            leader.await??;
+        }
+        Ok(totals)
+    }
+}
