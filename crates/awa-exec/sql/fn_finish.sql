@@ -45,15 +45,21 @@ BEGIN
     ),
     live AS (
         -- A pair named twice in one call is finished once: the first wins.
+        -- The lookups are LATERAL so they stay index probes per attempt
+        -- whatever the planner thinks of the (unknown) batch size.
         SELECT DISTINCT ON (i.job_id, i.run_lease)
                i.*, r.queue, r.attempt, r.ready_slot, r.ready_seq,
                e.kind, e.args, e.priority, e.max_attempts, e.created_at, e.unique_key, e.metadata,
                coalesce(m.dlq_enabled, false) AS dlq
           FROM input i
-          JOIN {schema}.claim_receipts r
-            ON r.slot = i.claim_slot AND r.job_id = i.job_id AND r.run_lease = i.run_lease
-          JOIN {schema}.ready_entries e
-            ON e.slot = r.ready_slot AND e.job_id = r.job_id AND e.lane_seq = r.ready_seq
+         CROSS JOIN LATERAL (
+                SELECT r.* FROM {schema}.claim_receipts r
+                 WHERE r.slot = i.claim_slot AND r.job_id = i.job_id AND r.run_lease = i.run_lease
+                 LIMIT 1) r
+         CROSS JOIN LATERAL (
+                SELECT e.* FROM {schema}.ready_entries e
+                 WHERE e.slot = r.ready_slot AND e.job_id = r.job_id AND e.lane_seq = r.ready_seq
+                 LIMIT 1) e
           LEFT JOIN awa.queue_meta m ON m.queue = r.queue
          ORDER BY i.job_id, i.run_lease, i.ord
     ),
@@ -127,17 +133,20 @@ BEGIN
          WHERE w.next_state IN ('completed', 'cancelled', 'failed', 'dead_lettered')
          GROUP BY w.ready_slot, w.queue, w.next_state
     ),
+    -- Key lookups through = ANY(array): index probes, no join to plan.
     unique_released AS (
         DELETE FROM {schema}.job_uniques u
-         USING won w
-         WHERE u.job_id = w.job_id AND w.unique_key IS NOT NULL
-           AND w.next_state IN ('completed', 'cancelled', 'failed', 'dead_lettered')
+         WHERE u.unique_key = ANY (ARRAY(
+                   SELECT w.unique_key FROM won w
+                    WHERE w.unique_key IS NOT NULL
+                      AND w.next_state IN ('completed', 'cancelled', 'failed', 'dead_lettered')))
+           AND u.job_id = ANY (ARRAY(SELECT w.job_id FROM won w))
     ),
     state_dropped AS (
         DELETE FROM {schema}.attempt_state s
-         USING won w
-         WHERE s.job_id = w.job_id
-           AND w.next_state IN ('completed', 'cancelled', 'failed', 'dead_lettered')
+         WHERE s.job_id = ANY (ARRAY(
+                   SELECT w.job_id FROM won w
+                    WHERE w.next_state IN ('completed', 'cancelled', 'failed', 'dead_lettered')))
     )
     SELECT i.job_id, i.run_lease, w.job_id IS NOT NULL, w.next_state
       FROM input i

@@ -8,8 +8,7 @@ SELECT $1, j.queue,
        count(*) FILTER (WHERE j.state IN ('scheduled', 'retryable', 'snoozed')),
        extract(epoch FROM now() - min(j.at) FILTER (WHERE j.state = 'available')),
        now()
-  FROM {schema}.jobs j
- WHERE j.state IN ('available', 'running', 'scheduled', 'retryable', 'snoozed')
+  FROM {schema}.live_jobs j
  GROUP BY j.queue
 ON CONFLICT (schema_name, queue) DO UPDATE
    SET available = EXCLUDED.available, running = EXCLUDED.running, deferred = EXCLUDED.deferred,

@@ -3,10 +3,14 @@
 -- they stay exact after the ring has reclaimed the rows themselves.
 WITH live AS (
     SELECT queue, state, count(*) AS n
-      FROM {schema}.jobs
-     WHERE state IN ('available', 'scheduled', 'retryable', 'snoozed', 'running', 'dead_lettered')
-       AND ($1::text IS NULL OR queue = $1)
+      FROM {schema}.live_jobs
+     WHERE ($1::text IS NULL OR queue = $1)
      GROUP BY queue, state
+    UNION ALL
+    SELECT queue, 'dead_lettered', count(*)
+      FROM {schema}.dlq_entries
+     WHERE ($1::text IS NULL OR queue = $1)
+     GROUP BY queue
 ),
 terminal AS (
     SELECT queue, state, sum(n)::bigint AS n FROM (

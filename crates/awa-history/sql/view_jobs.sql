@@ -1,12 +1,14 @@
--- {schema}.jobs: every job the substrate knows, with the state the planes
--- together give it. For operators and tests; the hot path never reads it.
+-- {schema}.live_jobs / {schema}.jobs: every non-terminal job (live_jobs)
+-- or every job (jobs) the substrate knows, with the state the planes
+-- together give it. live_jobs never reads history, so its cost is bounded
+-- by live work, not by retained history. For operators and tests; the hot path never reads it.
 --   available      ready entry past its lane head, not tombstoned
 --   running        claim receipt without a closure
 --   scheduled / retryable / snoozed   deferred row (released: available)
 --   completed / failed / cancelled    terminal_jobs
 --   dead_lettered  dlq entry
 -- Rows of retired ring slots are left out, as in terminal_jobs.
-CREATE OR REPLACE VIEW {schema}.jobs AS
+CREATE OR REPLACE VIEW {schema}.live_jobs AS
 SELECT e.job_id AS id, e.queue, e.kind, e.args, e.priority, 'available'::text AS state,
        e.attempt, e.max_attempts, e.run_lease, e.created_at, e.ready_at AS at,
        NULL::text AS last_error, e.metadata
@@ -28,7 +30,11 @@ UNION ALL
 SELECT d.job_id, d.queue, d.kind, d.args, d.priority,
        CASE d.reason WHEN 'retry' THEN 'retryable' WHEN 'released' THEN 'available' ELSE d.reason END,
        d.attempt, d.max_attempts, d.run_lease, d.created_at, d.run_at, d.last_error, d.metadata
-  FROM {schema}.deferred_jobs d
+  FROM {schema}.deferred_jobs d;
+
+-- {schema}.jobs: live_jobs plus terminal history and dead letters.
+CREATE OR REPLACE VIEW {schema}.jobs AS
+SELECT * FROM {schema}.live_jobs
 UNION ALL
 SELECT t.id, t.queue, t.kind, t.args, t.priority, t.state, t.attempt, t.max_attempts,
        t.run_lease, t.created_at, t.finalized_at, t.last_error, t.metadata

@@ -51,6 +51,18 @@ BEGIN
                      LEFT JOIN awa.queue_meta m ON m.queue = i.queue
                     ORDER BY i.ord);
 
+    -- The common case, everything runnable now and no unique keys, goes
+    -- straight to the ready ring without splitting the arrays.
+    IF NOT EXISTS (SELECT 1 FROM unnest(p_unique_keys, p_run_at) AS k(key, run_at)
+                    WHERE k.key IS NOT NULL OR k.run_at > now()) THEN
+        PERFORM 1 FROM {schema}.ready_append(
+            v_ids, p_queues, p_priorities, p_kinds, p_args,
+            array_fill(0, ARRAY[v_n]), v_max, array_fill(0::bigint, ARRAY[v_n]),
+            array_fill(now(), ARRAY[v_n]), p_unique_keys, p_metadata);
+        RETURN QUERY SELECT i.id, true, false FROM unnest(v_ids) WITH ORDINALITY AS i(id, ord) ORDER BY i.ord;
+        RETURN;
+    END IF;
+
     IF EXISTS (SELECT 1 FROM unnest(p_unique_keys) k WHERE k IS NOT NULL) THEN
         INSERT INTO {schema}.job_uniques (unique_key, job_id)
         SELECT k.key, k.id FROM unnest(p_unique_keys, v_ids) AS k(key, id)

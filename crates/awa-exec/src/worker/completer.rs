@@ -10,7 +10,11 @@ use awa_core::AttemptToken;
 use std::sync::Arc;
 use tokio::sync::mpsc;
 
-const MAX_BATCH: usize = 512;
+/// The planner cannot see a batch's size (it guesses 10 rows for the
+/// arrays), so `finish` joins attempts to their closures with a nested
+/// loop; past ~128 attempts that costs more per job than it saves in
+/// round trips (measured in docs/benchmarks.md).
+const MAX_BATCH: usize = 128;
 
 pub(crate) async fn run(
     pool: sqlx::PgPool,
