@@ -1,8 +1,11 @@
-//! `cargo xtask test`: one throwaway cluster for the whole suite.
+//! `cargo xtask test`: the benchmark smoke run, then the whole suite, on one
+//! throwaway cluster.
 //!
 //! Without this, each test binary starts its own cluster (the harness does
 //! that by itself); sharing one through DATABASE_URL saves a cluster start
-//! per binary. Per-test databases keep tests isolated either way.
+//! per binary. Per-test databases keep tests isolated either way. The smoke
+//! run (`bench --quick`) goes first so the test summary is the last thing
+//! printed; it only checks that every scenario runs, never its speed.
 
 use crate::BoxError;
 use awa_harness::PgServer;
@@ -10,6 +13,21 @@ use std::process::{Command, ExitCode};
 
 pub async fn run(args: Vec<String>) -> Result<ExitCode, BoxError> {
     let server = PgServer::shared().await?;
+    let smoke_out =
+        std::env::temp_dir().join(format!("awa-bench-smoke-{}.json", std::process::id()));
+    let smoke = Command::new(std::env::current_exe()?)
+        .args(["bench", "--quick", "--json-out"])
+        .arg(&smoke_out)
+        .env("DATABASE_URL", server.url())
+        .stdout(std::process::Stdio::null())
+        .status()?;
+    let _ = std::fs::remove_file(&smoke_out);
+    if !smoke.success() {
+        eprintln!("error: the benchmark smoke run (cargo xtask bench --quick) failed");
+        return Ok(ExitCode::FAILURE);
+    }
+    println!("benchmark smoke run: every scenario ran");
+
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let status = Command::new(cargo)
         .args(["test", "--workspace"])
