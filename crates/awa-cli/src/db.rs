@@ -48,9 +48,13 @@ pub async fn connect_migrated(url: &str) -> Result<PgConnection, CliError> {
 
 /// A pool for long-running commands, checked like `connect_migrated`.
 pub async fn pool_migrated(url: &str, size: u32) -> Result<PgPool, CliError> {
+    // No ping on every acquire: it would add a round trip to each claim and
+    // each finish; a broken connection shows up as a failed statement, which
+    // the worker retries anyway.
     let connecting = PgPoolOptions::new()
         .max_connections(size)
         .acquire_timeout(CONNECT_TIMEOUT)
+        .test_before_acquire(false)
         .connect(url);
     let pool = match tokio::time::timeout(CONNECT_TIMEOUT, connecting).await {
         Ok(Ok(pool)) => pool,
