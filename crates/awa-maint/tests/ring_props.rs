@@ -1,0 +1,398 @@
+//! Property tests of ring reclamation on the reference model alone
+//! (`ring_model`): random sequences of job-path, maintenance, late-writer,
+//! snapshot, leader-crash and racing-rotator steps, with every invariant of
+//! the brief's section 4 checked after every step. `ring_pg.rs` replays the
+//! same kind of sequences against PostgreSQL.
+//!
+//! 256 cases by default; more with
+//!
+//! ```text
+//! AWA_PROPTEST_CASES=10000 cargo test -p awa-maint --test ring_props
+//! ```
+//!
+//! A failure prints the shrunk op list (e.g. `[Enqueue(1), Rotate(Queue),
+//! Prune(Queue)]`); keep it as a named `#[test]` below.
+
+mod ring_model;
+
+use proptest::prelude::*;
+use proptest::strategy::ValueTree;
+use proptest::test_runner::{Config, TestRunner};
+use ring_model::{
+    Action, MAX_WRITERS, Model, Op, PruneOutcome, Ring, Rules, Shape, State, cases_from_env, ops,
+    ops_with_late_writers,
+};
+
+fn config() -> Config {
+    Config {
+        cases: cases_from_env("AWA_PROPTEST_CASES", 256),
+        // Shrunk failures become named tests here, not files in the tree.
+        failure_persistence: None,
+        ..Config::default()
+    }
+}
+
+/// Apply `ops`, checking every invariant after each step (and what
+/// maintenance would leave behind if it ran to a fixpoint right then).
+fn run(model: &mut Model, ops: &[Op]) -> Result<(), String> {
+    for (i, op) in ops.iter().enumerate() {
+        let action = model
+            .step(op)
+            .map_err(|e| format!("step {i} {op:?}: {e}"))?;
+        model
+            .check_bounded()
+            .map_err(|e| format!("step {i} {op:?} ({action:?}): {e}"))?;
+    }
+    Ok(())
+}
+
+/// End the sequence the way a quiet system ends: the snapshot closes, late
+/// writers finish, every job runs to completion, and maintenance runs to a
+/// fixpoint. Then nothing is live, so every ring must be empty.
+fn finish_everything(model: &mut Model) -> Result<(), String> {
+    model.step(&Op::SnapshotClose)?;
+    for _ in 0..MAX_WRITERS {
+        model.step(&Op::LateWriterCommit)?;
+    }
+    for _ in 0..(4 * ring_model::MAX_ATTEMPTS + 4) {
+        model.step(&Op::Promote)?;
+        model.step(&Op::Claim(u8::MAX))?;
+        while !model.running().is_empty() {
+            model.step(&Op::Complete(0))?;
+        }
+    }
+    if let Some((id, state)) = model.view().into_iter().find(|(_, s)| !s.is_terminal()) {
+        return Err(format!(
+            "job {id} is still {state:?} after finishing everything"
+        ));
+    }
+    model.drain()?;
+    for ring in Ring::ALL {
+        if model.ring_rows(ring) != 0 {
+            return Err(format!(
+                "bounded storage: with all work done and maintenance at a fixpoint the {} ring \
+                 still holds {:?}",
+                ring.as_str(),
+                model.slot_rows()
+            ));
+        }
+    }
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(config())]
+
+    /// The model of what the SQL does today keeps every invariant.
+    #[test]
+    fn every_sequence_keeps_the_ring_invariants(ops in ops(5..40)) {
+        let mut model = Model::new(Shape::SMALL);
+        run(&mut model, &ops).map_err(TestCaseError::fail)?;
+        finish_everything(&mut model).map_err(TestCaseError::fail)?;
+    }
+
+    /// The proposed fix for the known gap keeps every invariant even when
+    /// late writers commit into retired slots.
+    #[test]
+    fn the_proposed_rules_keep_the_invariants_with_late_commits_into_retired_slots(
+        ops in ops_with_late_writers(5..40)
+    ) {
+        let mut model = Model::with_rules(Shape::SMALL, Rules::PROPOSED);
+        prop_assert!(!model.avoid_known_gap);
+        run(&mut model, &ops).map_err(TestCaseError::fail)?;
+        finish_everything(&mut model).map_err(TestCaseError::fail)?;
+    }
+}
+
+fn replay(model: &mut Model, ops: &[Op]) -> Vec<Action> {
+    ops.iter()
+        .enumerate()
+        .map(|(i, op)| {
+            model
+                .step(op)
+                .unwrap_or_else(|e| panic!("step {i} {op:?}: {e}"))
+        })
+        .collect()
+}
+
+fn prune(model: &mut Model, ring: Ring) -> PruneOutcome {
+    let o = model.prune_choice(ring).expected;
+    model.apply_prune(ring, o).unwrap();
+    model.check().unwrap();
+    o
+}
+
+// ---------------------------------------------------------------------------
+// The rules, one scenario each (these read as the specification).
+
+#[test]
+fn an_idle_ring_does_not_rotate_and_a_sealed_dead_slot_is_retired_then_pruned() {
+    use Op::*;
+    let mut m = Model::new(Shape::SMALL);
+    replay(&mut m, &[Rotate(Ring::Queue)]);
+    assert_eq!(
+        m.generation(Ring::Queue),
+        0,
+        "an empty write slot is not sealed"
+    );
+    replay(
+        &mut m,
+        &[Enqueue(1), Claim(1), Complete(0), Rotate(Ring::Queue)],
+    );
+    assert_eq!(m.current(Ring::Queue), 1);
+    assert_eq!(
+        prune(&mut m, Ring::Queue),
+        PruneOutcome::Retired { slot: 0 }
+    );
+    assert_eq!(
+        m.view(),
+        vec![],
+        "a retired slot's history is out of the views"
+    );
+    assert_eq!(
+        m.totals(),
+        [(State::Completed, 1)].into(),
+        "its count was folded into the rollups"
+    );
+    assert_eq!(prune(&mut m, Ring::Queue), PruneOutcome::Pruned { slot: 0 });
+    assert_eq!(prune(&mut m, Ring::Queue), PruneOutcome::NothingToPrune);
+}
+
+#[test]
+fn live_work_and_open_attempts_hold_their_slots() {
+    use Op::*;
+    let mut m = Model::new(Shape::SMALL);
+    replay(
+        &mut m,
+        &[
+            Enqueue(2),
+            Claim(1),
+            Rotate(Ring::Queue),
+            Rotate(Ring::Claim),
+            Heartbeat(0),
+            Rotate(Ring::Lease),
+        ],
+    );
+    // Slot 0 holds a waiting job and the body of a running one.
+    assert_eq!(
+        prune(&mut m, Ring::Queue),
+        PruneOutcome::LiveRows { slot: 0 }
+    );
+    assert_eq!(
+        prune(&mut m, Ring::Claim),
+        PruneOutcome::LiveRows { slot: 0 }
+    );
+    assert_eq!(
+        prune(&mut m, Ring::Lease),
+        PruneOutcome::LiveRows { slot: 0 }
+    );
+    // The ring fills up to the live slot and stops there: no wrap.
+    for _ in 0..3 {
+        replay(&mut m, &[Enqueue(1), Rotate(Ring::Queue)]);
+    }
+    assert_eq!(m.current(Ring::Queue), 3);
+    replay(&mut m, &[Enqueue(1)]);
+    assert_eq!(
+        m.rotate_expect(Ring::Queue),
+        ring_model::RotateOutcome::IncomingNotEmpty { slot: 0 }
+    );
+}
+
+#[test]
+fn a_late_writer_blocks_the_truncation_of_its_slot() {
+    use Op::*;
+    let mut m = Model::new(Shape::SMALL);
+    replay(
+        &mut m,
+        &[Enqueue(1), Cancel(0), LateWriterBegin, Rotate(Ring::Queue)],
+    );
+    // Its row is invisible to the proof, so the slot retires...
+    assert_eq!(
+        prune(&mut m, Ring::Queue),
+        PruneOutcome::Retired { slot: 0 }
+    );
+    // ...but its lock stops the truncation.
+    assert_eq!(prune(&mut m, Ring::Queue), PruneOutcome::Busy { slot: 0 });
+    replay(&mut m, &[LateWriterRollback]);
+    assert_eq!(prune(&mut m, Ring::Queue), PruneOutcome::Pruned { slot: 0 });
+}
+
+#[test]
+fn a_snapshot_older_than_the_retirement_pins_it_and_a_newer_one_holds_locks() {
+    use Op::*;
+    let mut m = Model::new(Shape::SMALL);
+    replay(
+        &mut m,
+        &[
+            Enqueue(1),
+            Claim(1),
+            Complete(0),
+            Rotate(Ring::Queue),
+            Rotate(Ring::Claim),
+            SnapshotOpen,
+        ],
+    );
+    assert_eq!(
+        prune(&mut m, Ring::Queue),
+        PruneOutcome::Retired { slot: 0 }
+    );
+    assert_eq!(m.view(), vec![], "new readers no longer see the history");
+    assert_eq!(
+        m.snapshot_view().unwrap(),
+        vec![(1, State::Completed)],
+        "the old snapshot still does"
+    );
+    assert_eq!(
+        prune(&mut m, Ring::Queue),
+        PruneOutcome::SnapshotPinned { slot: 0 }
+    );
+    replay(&mut m, &[SnapshotClose, SnapshotOpen]);
+    // Opened after the retirement: not pinned, but its reads hold locks.
+    assert_eq!(prune(&mut m, Ring::Queue), PruneOutcome::Busy { slot: 0 });
+    // The lease ring is not read by the views.
+    replay(&mut m, &[SnapshotClose]);
+    assert_eq!(prune(&mut m, Ring::Queue), PruneOutcome::Pruned { slot: 0 });
+}
+
+#[test]
+fn two_racing_rotators_rotate_once() {
+    use Op::*;
+    let mut m = Model::new(Shape::SMALL);
+    replay(
+        &mut m,
+        &[Enqueue(1), RacingRotate(Ring::Queue), LeaderCrash],
+    );
+    assert_eq!(m.generation(Ring::Queue), 1);
+    assert_eq!(m.current(Ring::Queue), 1);
+    assert_eq!(m.seen.get("race:lost_race"), Some(&1));
+}
+
+#[test]
+fn under_the_proposed_rules_a_late_commit_into_a_retired_slot_unretires_it() {
+    use Op::*;
+    let mut m = Model::with_rules(Shape::SMALL, Rules::PROPOSED);
+    replay(&mut m, LATE_COMMIT_INTO_RETIRED_SLOT);
+    assert_eq!(m.retired(Ring::Queue), Some(0));
+    assert!(m.view().contains(&(2, State::Available)), "visible at once");
+    assert_eq!(
+        prune(&mut m, Ring::Queue),
+        PruneOutcome::LiveRows { slot: 0 }
+    );
+    assert_eq!(m.retired(Ring::Queue), None, "un-retired");
+    replay(&mut m, &[Claim(1), Complete(0), Maintain, Maintain]);
+    assert_eq!(
+        m.totals(),
+        [(State::Cancelled, 1), (State::Completed, 1)].into()
+    );
+}
+
+// ---------------------------------------------------------------------------
+// KNOWN GAP (found by these properties): a late writer that commits into a
+// slot retired while it was open. The retirement proof cannot see its
+// uncommitted row (by design; the truncation's lock and re-check protect
+// the row itself), but meanwhile:
+//   * the `jobs` / `terminal_jobs` views leave out the whole retired slot,
+//     so the committed, claimable job is invisible (and `pending` misses
+//     it) until the next prune un-retires the slot;
+//   * if the job is cancelled (or claimed and finished) before that prune,
+//     its count delta lands in the retired slot after the slot's deltas were
+//     folded, and the truncation throws it away: `queue_stats` undercounts.
+// Fix proposed (model: `Rules::PROPOSED`, proven by the property above):
+// the views filter only terminal facts by retirement, and phase 2 folds the
+// slot's deltas again under its lock before the TRUNCATE. Un-ignore these
+// when the SQL does that, and switch `Rules::IMPLEMENTED`.
+
+fn strict_current_rules() -> Model {
+    let mut m = Model::with_rules(Shape::SMALL, Rules::IMPLEMENTED);
+    m.avoid_known_gap = false;
+    m
+}
+
+const LATE_COMMIT_INTO_RETIRED_SLOT: &[Op] = &[
+    Op::Enqueue(1),
+    Op::Cancel(0),
+    Op::LateWriterBegin,
+    Op::Rotate(Ring::Queue),
+    Op::Prune(Ring::Queue),
+    Op::LateWriterCommit,
+];
+
+#[test]
+#[ignore = "KNOWN GAP: a job committed into a retired slot is invisible in the jobs view"]
+fn known_gap_a_late_commit_into_a_retired_slot_is_visible() {
+    let mut m = strict_current_rules();
+    run(&mut m, LATE_COMMIT_INTO_RETIRED_SLOT).unwrap();
+}
+
+#[test]
+#[ignore = "KNOWN GAP: a count delta written into a retired slot is truncated"]
+fn known_gap_a_count_delta_written_into_a_retired_slot_survives_the_truncation() {
+    let mut m = strict_current_rules();
+    m.rules.views_hide_retired_entries = false; // isolate the count
+    let mut ops = LATE_COMMIT_INTO_RETIRED_SLOT.to_vec();
+    ops.extend([Op::Cancel(0), Op::Prune(Ring::Queue)]);
+    run(&mut m, &ops).unwrap();
+}
+
+#[test]
+fn the_known_gap_is_what_the_current_rules_do_and_the_proposed_rules_close_it() {
+    let mut m = strict_current_rules();
+    let err = run(&mut m, LATE_COMMIT_INTO_RETIRED_SLOT).unwrap_err();
+    assert!(err.contains("jobs view shows None"), "{err}");
+
+    let mut m = strict_current_rules();
+    m.rules.views_hide_retired_entries = false;
+    let mut ops = LATE_COMMIT_INTO_RETIRED_SLOT.to_vec();
+    ops.extend([Op::Cancel(0), Op::Prune(Ring::Queue)]);
+    let err = run(&mut m, &ops).unwrap_err();
+    assert!(err.contains("exact counts"), "{err}");
+
+    let mut m = Model::with_rules(Shape::SMALL, Rules::PROPOSED);
+    run(&mut m, &ops).unwrap();
+    assert_eq!(m.totals(), [(State::Cancelled, 2)].into());
+}
+
+// ---------------------------------------------------------------------------
+
+/// The generator reaches the interesting corners: every prune and rotate
+/// outcome, a wrapped ring, a lost race (deterministic seed).
+#[test]
+fn generated_sequences_reach_every_outcome() {
+    let mut runner = TestRunner::deterministic();
+    let strategy = ops(5..40);
+    let mut seen = std::collections::BTreeMap::new();
+    let late = ops_with_late_writers(5..40);
+    for rules in [Rules::IMPLEMENTED, Rules::PROPOSED] {
+        for _ in 0..400 {
+            let ops = match rules {
+                Rules::IMPLEMENTED => strategy.new_tree(&mut runner).unwrap().current(),
+                _ => late.new_tree(&mut runner).unwrap().current(),
+            };
+            let mut m = Model::with_rules(Shape::SMALL, rules);
+            run(&mut m, &ops).unwrap();
+            for (k, n) in m.seen {
+                *seen.entry(k).or_insert(0) += n;
+            }
+        }
+    }
+    eprintln!("outcomes over 800 generated sequences: {seen:?}");
+    for kind in [
+        "rotate:rotated",
+        "rotate:idle",
+        "rotate:incoming_not_empty",
+        "rotate:wrapped",
+        "race:lost_race",
+        "prune:retired",
+        "prune:pruned",
+        "prune:nothing",
+        "prune:live_rows",
+        "prune:snapshot_pinned",
+        "prune:busy",
+        "prune:unretired",
+    ] {
+        assert!(
+            seen.get(kind).copied().unwrap_or(0) > 0,
+            "{kind} never happened: {seen:?}"
+        );
+    }
+}
