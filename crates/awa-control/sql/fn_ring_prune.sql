@@ -108,6 +108,11 @@ BEGIN
                         outcome := 'live_rows';
                         detail := v_live || ' (a late writer); slot un-retired';
                     ELSE
+                        -- A late writer may have added count deltas since
+                        -- the retirement folded them; fold those too.
+                        IF p_ring = 'queue' THEN
+                            PERFORM {schema}.history_retire_slot(v_slot);
+                        END IF;
                         EXECUTE 'TRUNCATE ' || array_to_string(v_tables, ', ');
                         DELETE FROM {schema}.ring_retirements x WHERE x.ring = p_ring AND x.slot = v_slot;
                         outcome := 'pruned';

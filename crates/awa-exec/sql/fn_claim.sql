@@ -1,10 +1,10 @@
--- {schema}.claim(queue, limit, cand_seq, cand_snap, instance): claim up to
+-- {schema}.claim(queue, limit, cand_seq, cand_xid, instance): claim up to
 -- `limit` jobs of a queue in one statement: take them from the ready plane
 -- (which advances the lane heads) and write one receipt per job in the
 -- current claim-ring slot. Each claim issues run_lease + 1 and counts the
 -- attempt (the first run is attempt 1).
 --
--- cand_seq/cand_snap: the frontier candidate returned by the previous
+-- cand_seq/cand_xid: the frontier candidate returned by the previous
 -- call (NULL on the first); see ready_take. Every returned row carries the
 -- next candidate; a row with job_id NULL carries only that.
 --
@@ -13,13 +13,13 @@ CREATE OR REPLACE FUNCTION {schema}.claim(
     p_queue     text,
     p_limit     integer,
     p_cand_seq  bigint,
-    p_cand_snap pg_snapshot,
+    p_cand_xid  xid8,
     p_instance  uuid
 ) RETURNS TABLE (
     job_id bigint, run_lease bigint, claim_slot integer, ready_slot integer, ready_seq bigint,
     kind text, args jsonb, priority smallint, attempt integer, max_attempts integer,
     created_at timestamptz, ready_at timestamptz, unique_key text, metadata jsonb,
-    next_seq bigint, next_snap pg_snapshot
+    next_seq bigint, next_xid xid8
 ) LANGUAGE plpgsql AS $fn$
 #variable_conflict use_column
 DECLARE
@@ -33,7 +33,7 @@ BEGIN
         RETURN QUERY SELECT NULL::bigint, NULL::bigint, NULL::integer, NULL::integer, NULL::bigint,
                             NULL::text, NULL::jsonb, NULL::smallint, NULL::integer, NULL::integer,
                             NULL::timestamptz, NULL::timestamptz, NULL::text, NULL::jsonb,
-                            p_cand_seq, p_cand_snap;
+                            p_cand_seq, p_cand_xid;
         RETURN;
     END IF;
 
@@ -45,7 +45,7 @@ BEGIN
 
     RETURN QUERY
     WITH taken AS (
-        SELECT * FROM {schema}.ready_take(p_queue, p_limit, p_cand_seq, p_cand_snap, v_aging)
+        SELECT * FROM {schema}.ready_take(p_queue, p_limit, p_cand_seq, p_cand_xid, v_aging)
     ),
     receipts AS (
         INSERT INTO {schema}.claim_receipts
@@ -58,7 +58,7 @@ BEGIN
     SELECT t.job_id, t.run_lease + 1, v_claim_slot, t.slot, t.lane_seq,
            t.kind, t.args, t.priority, t.attempt + 1, t.max_attempts,
            t.created_at, t.ready_at, t.unique_key, t.metadata,
-           t.next_seq, t.next_snap
+           t.next_seq, t.next_xid
       FROM taken t;
 END
 $fn$;

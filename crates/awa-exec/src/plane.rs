@@ -9,11 +9,12 @@ use sqlx::{PgConnection, Row};
 use std::time::Duration;
 
 /// The claim frontier candidate carried from one claim to the next (see
-/// `ready_take`): a lane position and the snapshot taken after reading it.
+/// `ready_take`): a lane position and the id of the transaction that read
+/// it.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Frontier {
     seq: Option<i64>,
-    snapshot: Option<String>,
+    xid: Option<String>,
 }
 
 /// How an attempt ends.
@@ -168,14 +169,14 @@ impl ExecPlane for PgExecPlane {
         .bind(queue.as_str())
         .bind(limit)
         .bind(frontier.seq)
-        .bind(frontier.snapshot.as_deref())
+        .bind(frontier.xid.as_deref())
         .bind(instance)
         .fetch_all(conn)
         .await?;
         let mut jobs = Vec::with_capacity(rows.len());
         for row in rows {
             frontier.seq = row.get("next_seq");
-            frontier.snapshot = row.get("next_snap");
+            frontier.xid = row.get("next_xid");
             let Some(job_id) = row.get::<Option<i64>, _>("job_id") else {
                 continue;
             };

@@ -7,7 +7,9 @@
 --   scheduled / retryable / snoozed   deferred row (released: available)
 --   completed / failed / cancelled    terminal_jobs
 --   dead_lettered  dlq entry
--- Rows of retired ring slots are left out, as in terminal_jobs.
+-- Live rows are never hidden: a retired slot holds none unless a late
+-- writer committed one there, and then it must show (and the slot is
+-- un-retired by the next prune). Only terminal_jobs leaves retired slots out.
 CREATE OR REPLACE VIEW {schema}.live_jobs AS
 SELECT e.job_id AS id, e.queue, e.kind, e.args, e.priority, 'available'::text AS state,
        e.attempt, e.max_attempts, e.run_lease, e.created_at, e.ready_at AS at,
@@ -17,7 +19,6 @@ SELECT e.job_id AS id, e.queue, e.kind, e.args, e.priority, 'available'::text AS
  WHERE e.lane_seq > h.head_seq
    AND NOT EXISTS (SELECT 1 FROM {schema}.ready_tombstones t
                     WHERE t.slot = e.slot AND t.job_id = e.job_id AND t.lane_seq = e.lane_seq)
-   AND NOT EXISTS (SELECT 1 FROM {schema}.ring_retirements x WHERE x.ring = 'queue' AND x.slot = e.slot)
 UNION ALL
 SELECT r.job_id, r.queue, e.kind, e.args, e.priority, 'running', r.attempt, e.max_attempts,
        r.run_lease, e.created_at, r.claimed_at, NULL, e.metadata
@@ -25,7 +26,6 @@ SELECT r.job_id, r.queue, e.kind, e.args, e.priority, 'running', r.attempt, e.ma
   JOIN {schema}.ready_entries e ON e.slot = r.ready_slot AND e.job_id = r.job_id AND e.lane_seq = r.ready_seq
  WHERE NOT EXISTS (SELECT 1 FROM {schema}.claim_closures c
                     WHERE c.slot = r.slot AND c.job_id = r.job_id AND c.run_lease = r.run_lease)
-   AND NOT EXISTS (SELECT 1 FROM {schema}.ring_retirements x WHERE x.ring = 'claim' AND x.slot = r.slot)
 UNION ALL
 SELECT d.job_id, d.queue, d.kind, d.args, d.priority,
        CASE d.reason WHEN 'retry' THEN 'retryable' WHEN 'released' THEN 'available' ELSE d.reason END,

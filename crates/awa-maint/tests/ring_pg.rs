@@ -769,9 +769,9 @@ fn the_rings_wrap_around_and_racing_rotators_rotate_once() {
     replay(&ops);
 }
 
-// KNOWN GAP (see ring_props.rs): a late writer committing into a retired
-// slot. These run the sequence with the model's strict current rules, which
-// then report the violated invariant.
+// Regressions found by the replay (see ring_props.rs): a late writer
+// committing into a retired slot. Run with the model's strict rules, which
+// report any violated invariant.
 
 fn strict_current_rules() -> Model {
     let mut m = Model::with_rules(Shape::SMALL, Rules::IMPLEMENTED);
@@ -780,8 +780,7 @@ fn strict_current_rules() -> Model {
 }
 
 #[test]
-#[ignore = "KNOWN GAP: a job committed into a retired slot is invisible in prop.jobs"]
-fn known_gap_a_late_commit_into_a_retired_slot_is_visible() {
+fn regression_a_late_commit_into_a_retired_slot_is_visible() {
     use Op::*;
     let ops = [
         Enqueue(1),
@@ -795,8 +794,7 @@ fn known_gap_a_late_commit_into_a_retired_slot_is_visible() {
 }
 
 #[test]
-#[ignore = "KNOWN GAP: a count delta written into a retired slot is truncated"]
-fn known_gap_a_count_delta_written_into_a_retired_slot_survives_the_truncation() {
+fn regression_a_count_delta_written_into_a_retired_slot_survives_the_truncation() {
     use Op::*;
     let ops = [
         Enqueue(1),
@@ -833,8 +831,8 @@ fn known_gap_a_count_delta_written_into_a_retired_slot_survives_the_truncation()
     });
 }
 
-/// KNOWN GAP (found while replaying the properties; claim frontier, not the
-/// rings): a snapshot's xip lists only running xids below its xmax, and
+/// Regression (found while replaying the properties; claim frontier, not
+/// the rings; fixed by bounding the frontier with the claimer's own xid): a snapshot's xip lists only running xids below its xmax, and
 /// xmax is the newest *completed* xid + 1. A producer whose xid is newer
 /// than every completed transaction is therefore in no xip at all, and the
 /// frontier's fast path calls everything up to `ready_seq.last_value`
@@ -844,8 +842,7 @@ fn known_gap_a_count_delta_written_into_a_retired_slot_survives_the_truncation()
 /// position, and the open producer's job is stranded when it commits: never
 /// claimed, never shown as available, and its slot is then reclaimable.
 #[test]
-#[ignore = "KNOWN GAP: the claim frontier overtakes a producer whose xid is not in the snapshot's xip"]
-fn known_gap_a_producer_newer_than_every_completed_xid_is_not_overtaken() {
+fn regression_a_producer_newer_than_every_completed_xid_is_not_overtaken() {
     block_on(async {
         let db = fresh_db().await.unwrap();
         let pool = db.pool().await.unwrap();

@@ -287,8 +287,8 @@ fn under_the_proposed_rules_a_late_commit_into_a_retired_slot_unretires_it() {
 }
 
 // ---------------------------------------------------------------------------
-// KNOWN GAP (found by these properties): a late writer that commits into a
-// slot retired while it was open. The retirement proof cannot see its
+// A gap these properties found, now fixed: a late writer that commits into
+// a slot retired while it was open. The retirement proof cannot see its
 // uncommitted row (by design; the truncation's lock and re-check protect
 // the row itself), but meanwhile:
 //   * the `jobs` / `terminal_jobs` views leave out the whole retired slot,
@@ -297,13 +297,19 @@ fn under_the_proposed_rules_a_late_commit_into_a_retired_slot_unretires_it() {
 //   * if the job is cancelled (or claimed and finished) before that prune,
 //     its count delta lands in the retired slot after the slot's deltas were
 //     folded, and the truncation throws it away: `queue_stats` undercounts.
-// Fix proposed (model: `Rules::PROPOSED`, proven by the property above):
-// the views filter only terminal facts by retirement, and phase 2 folds the
-// slot's deltas again under its lock before the TRUNCATE. Un-ignore these
-// when the SQL does that, and switch `Rules::IMPLEMENTED`.
+// The fix (model: `Rules::IMPLEMENTED`, was `PROPOSED`): the views filter
+// only terminal facts by retirement, and phase 2 folds the slot's deltas
+// again under its lock before the TRUNCATE. The tests below are its
+// regressions; `Rules::BEFORE_FIX` shows the model still sees the gap.
 
 fn strict_current_rules() -> Model {
     let mut m = Model::with_rules(Shape::SMALL, Rules::IMPLEMENTED);
+    m.avoid_known_gap = false;
+    m
+}
+
+fn rules_before_the_fix() -> Model {
+    let mut m = Model::with_rules(Shape::SMALL, Rules::BEFORE_FIX);
     m.avoid_known_gap = false;
     m
 }
@@ -318,15 +324,13 @@ const LATE_COMMIT_INTO_RETIRED_SLOT: &[Op] = &[
 ];
 
 #[test]
-#[ignore = "KNOWN GAP: a job committed into a retired slot is invisible in the jobs view"]
-fn known_gap_a_late_commit_into_a_retired_slot_is_visible() {
+fn regression_a_late_commit_into_a_retired_slot_is_visible() {
     let mut m = strict_current_rules();
     run(&mut m, LATE_COMMIT_INTO_RETIRED_SLOT).unwrap();
 }
 
 #[test]
-#[ignore = "KNOWN GAP: a count delta written into a retired slot is truncated"]
-fn known_gap_a_count_delta_written_into_a_retired_slot_survives_the_truncation() {
+fn regression_a_count_delta_written_into_a_retired_slot_survives_the_truncation() {
     let mut m = strict_current_rules();
     m.rules.views_hide_retired_entries = false; // isolate the count
     let mut ops = LATE_COMMIT_INTO_RETIRED_SLOT.to_vec();
@@ -335,19 +339,19 @@ fn known_gap_a_count_delta_written_into_a_retired_slot_survives_the_truncation()
 }
 
 #[test]
-fn the_known_gap_is_what_the_current_rules_do_and_the_proposed_rules_close_it() {
-    let mut m = strict_current_rules();
+fn the_gap_is_what_the_old_rules_did_and_the_current_rules_close_it() {
+    let mut m = rules_before_the_fix();
     let err = run(&mut m, LATE_COMMIT_INTO_RETIRED_SLOT).unwrap_err();
     assert!(err.contains("jobs view shows None"), "{err}");
 
-    let mut m = strict_current_rules();
+    let mut m = rules_before_the_fix();
     m.rules.views_hide_retired_entries = false;
     let mut ops = LATE_COMMIT_INTO_RETIRED_SLOT.to_vec();
     ops.extend([Op::Cancel(0), Op::Prune(Ring::Queue)]);
     let err = run(&mut m, &ops).unwrap_err();
     assert!(err.contains("exact counts"), "{err}");
 
-    let mut m = Model::with_rules(Shape::SMALL, Rules::PROPOSED);
+    let mut m = Model::with_rules(Shape::SMALL, Rules::IMPLEMENTED);
     run(&mut m, &ops).unwrap();
     assert_eq!(m.totals(), [(State::Cancelled, 2)].into());
 }

@@ -1,4 +1,4 @@
--- {schema}.ready_take(queue, limit, cand_seq, cand_snap, aging): take up to
+-- {schema}.ready_take(queue, limit, cand_seq, cand_xid, aging): take up to
 -- `limit` runnable jobs of a queue, in order, advancing the lane heads past
 -- them. Called only from the execution plane's claim, in the same
 -- statement that writes the receipts.
@@ -14,81 +14,69 @@
 -- The frontier. A lane position is safe to pass only once no transaction
 -- can still commit a row at or below it, otherwise a later producer's job
 -- would overtake (and the head would strand) an earlier, still
--- uncommitted one. We read M = ready_seq.last_value, then take snapshot S.
--- Every position <= M was drawn by a transaction whose xid was assigned
--- before (ready_append's rule), hence before S: it had ended by S or is in
--- S's xip. Once every xid in S's xip is finished in the snapshot we read
--- with, everything <= M is final. The caller passes the candidate (M, S)
--- of its previous call, which has usually settled by now, and gets this
--- call's candidate back (next_seq, next_snap) in every row; when no job is
--- taken, one row with job_id NULL still carries it.
+-- uncommitted one. We read M = ready_seq.last_value, then take our own
+-- transaction id X. Every position <= M was drawn by a producer whose xid
+-- was assigned before (ready_append's rule), hence is older than X. So once
+-- no transaction older than X is running (the xmin of a later snapshot is
+-- at least X), everything <= M is final and visible to a later statement.
+-- (A snapshot's xip alone is not enough: it omits running xids newer than
+-- the newest completed one.) The caller passes the candidate (M, X) of its
+-- previous call, which has usually settled by now, and gets this call's
+-- candidate back (next_seq, next_xid) in every row; when no job is taken,
+-- one row with job_id NULL still carries it.
 --
--- When both candidates still wait on some transaction (a long-running
--- writer anywhere in the cluster, say), a slow path reads pg_locks once:
--- the frontier is settled if each such transaction is still running and
--- does not hold this queue's producer lock (ready_append takes it before
--- drawing a position). So an unrelated long transaction, or a long producer
--- of another queue, does not hold this queue back.
+-- When neither candidate has settled (a long transaction is open
+-- somewhere), a slow path reads pg_locks once: settled if no transaction
+-- older than X holds this queue's producer lock (ready_append takes it
+-- before drawing a position). Transactions that ended before that read are
+-- visible to the statement that reads the rows, which starts after it. So
+-- an unrelated long transaction, or a long producer of another queue, does
+-- not hold this queue back. (Producers in prepared two-phase transactions
+-- hold their locks without a backend and are not recognised: do not
+-- enqueue inside PREPARE TRANSACTION.)
 CREATE OR REPLACE FUNCTION {schema}.ready_take(
     p_queue     text,
     p_limit     integer,
     p_cand_seq  bigint,
-    p_cand_snap pg_snapshot,
+    p_cand_xid  xid8,
     p_aging     interval
 ) RETURNS TABLE (
     job_id bigint, slot integer, lane_seq bigint, kind text, args jsonb,
     priority smallint, attempt integer, max_attempts integer, run_lease bigint,
     created_at timestamptz, ready_at timestamptz, unique_key text, metadata jsonb,
-    frontier bigint, next_seq bigint, next_snap pg_snapshot
+    frontier bigint, next_seq bigint, next_xid xid8
 ) LANGUAGE plpgsql AS $fn$
 #variable_conflict use_column
 DECLARE
-    v_seq  bigint;
-    v_snap pg_snapshot;
+    v_seq      bigint;
+    v_xid      xid8;
+    v_frontier bigint;
 BEGIN
     SELECT s.last_value INTO v_seq FROM {schema}.ready_seq s;
-    v_snap := pg_current_snapshot();
+    v_xid := pg_current_xact_id();
+
+    IF pg_snapshot_xmin(pg_current_snapshot()) >= v_xid THEN
+        v_frontier := v_seq;
+    ELSIF p_cand_xid IS NOT NULL AND pg_snapshot_xmin(pg_current_snapshot()) >= p_cand_xid THEN
+        v_frontier := least(p_cand_seq, v_seq);
+    ELSIF NOT EXISTS (
+            SELECT 1
+              FROM pg_locks a
+              JOIN pg_locks t ON t.pid = a.pid
+             WHERE a.locktype = 'advisory' AND a.classid = 6387554
+               AND a.objid = hashtext(p_queue)::oid AND a.objsubid = 2 AND a.granted
+               AND a.database = (SELECT d.oid FROM pg_database d WHERE d.datname = current_database())
+               AND a.pid <> pg_backend_pid()
+               AND t.locktype = 'transactionid' AND t.mode = 'ExclusiveLock' AND t.granted
+               AND age(t.transactionid) > age(v_xid::xid)) THEN
+        v_frontier := v_seq;
+    ELSE
+        v_frontier := 0;
+    END IF;
 
     RETURN QUERY
-    WITH locks AS MATERIALIZED (
-        -- One read of the lock table, only if the slow path below needs it
-        -- (a CTE is read lazily; an unreached CASE branch never reads it):
-        -- the lock every live top-level transaction holds on its own xid,
-        -- and this queue's producer locks (see ready_append).
-        SELECT k.locktype, k.pid, k.transactionid
-          FROM pg_locks k
-         WHERE (k.locktype = 'transactionid' AND k.mode = 'ExclusiveLock' AND k.granted)
-            OR (k.locktype = 'advisory' AND k.classid = 6387554
-                AND k.objid = hashtext(p_queue)::oid AND k.objsubid = 2
-                AND k.database = (SELECT d.oid FROM pg_database d WHERE d.datname = current_database()))
-    ),
-    frontier AS (
-        -- pg_current_snapshot() here is this statement's snapshot, the one
-        -- the rows below are read with.
-        SELECT CASE
-            WHEN NOT EXISTS (SELECT 1 FROM pg_snapshot_xip(v_snap) AS x
-                              WHERE NOT pg_visible_in_snapshot(x, pg_current_snapshot()))
-                THEN v_seq
-            WHEN p_cand_snap IS NOT NULL
-             AND NOT EXISTS (SELECT 1 FROM pg_snapshot_xip(p_cand_snap) AS x
-                              WHERE NOT pg_visible_in_snapshot(x, pg_current_snapshot()))
-                THEN least(p_cand_seq, v_seq)
-            -- Slow path, only when both snapshots still wait on someone:
-            -- settled if every transaction we would wait for is still
-            -- running and is not a producer of this queue. (One that has
-            -- ended but is not visible to our snapshot might have committed
-            -- a position we cannot see: not settled.)
-            WHEN NOT EXISTS (
-                    SELECT 1 FROM pg_snapshot_xip(v_snap) AS x
-                     WHERE NOT pg_visible_in_snapshot(x, pg_current_snapshot())
-                       AND (NOT EXISTS (SELECT 1 FROM locks t
-                                         WHERE t.locktype = 'transactionid' AND t.transactionid = x::xid)
-                            OR EXISTS (SELECT 1 FROM locks t JOIN locks a ON a.pid = t.pid
-                                        WHERE t.locktype = 'transactionid' AND t.transactionid = x::xid
-                                          AND a.locktype = 'advisory')))
-                THEN v_seq
-            ELSE 0
-        END AS seq
+    WITH frontier AS (
+        SELECT v_frontier AS seq
     ),
     lanes AS MATERIALIZED (
         SELECT h.priority, h.shard, h.head_seq
@@ -154,7 +142,7 @@ BEGIN
     )
     SELECT t.job_id, t.slot, t.lane_seq, t.kind, t.args, t.priority, t.attempt,
            t.max_attempts, t.run_lease, t.created_at, t.ready_at, t.unique_key, t.metadata,
-           (SELECT f.seq FROM frontier f), v_seq, v_snap
+           v_frontier, v_seq, v_xid
       FROM taken t
      ORDER BY t.rn;
     -- (moved, a data-modifying CTE, runs to completion although unread.)
@@ -163,7 +151,7 @@ BEGIN
         RETURN QUERY SELECT NULL::bigint, NULL::integer, NULL::bigint, NULL::text, NULL::jsonb,
                             NULL::smallint, NULL::integer, NULL::integer, NULL::bigint,
                             NULL::timestamptz, NULL::timestamptz, NULL::text, NULL::jsonb,
-                            NULL::bigint, v_seq, v_snap;
+                            NULL::bigint, v_seq, v_xid;
     END IF;
 END
 $fn$;

@@ -130,7 +130,7 @@ impl Shape {
 
 /// Which of the implementation's choices the model follows. The two flags
 /// only make a difference when a late writer commits into a slot that was
-/// retired while it was open (see `KNOWN GAP` in the regression tests).
+/// retired while it was open (see the regression tests in ring_props.rs).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Rules {
     /// The read views leave out *every* row of a retired queue slot,
@@ -142,8 +142,11 @@ pub struct Rules {
 }
 
 impl Rules {
-    /// What the SQL does today.
-    pub const IMPLEMENTED: Rules = Rules {
+    /// What the SQL does today (the fix below, applied).
+    pub const IMPLEMENTED: Rules = Rules::PROPOSED;
+    /// What the SQL did before the property tests found the gap; kept so
+    /// a test shows the model still tells the two apart.
+    pub const BEFORE_FIX: Rules = Rules {
         views_hide_retired_entries: true,
         refold_before_truncate: false,
     };
@@ -774,7 +777,7 @@ impl Model {
             Op::LateWriterCommit if !self.writers.is_empty() => {
                 let w = &self.writers[0];
                 if self.avoid_known_gap && self.retired(Ring::Queue) == Some(w.slot) {
-                    // KNOWN GAP: committing into a retired slot hides the job
+                    // Under BEFORE_FIX, committing into a retired slot hid the job
                     // from the views and can lose a count delta; see the
                     // ignored regression tests.
                     Action::WriterRollback
