@@ -572,3 +572,31 @@ async fn a_long_unrelated_transaction_does_not_hold_claims_back() {
         "FIFO kept behind the long producer"
     );
 }
+
+#[tokio::test]
+async fn priority_aging_lets_old_low_priority_work_overtake_fresh_high_priority_work() {
+    let (_db, pool) = setup().await;
+    let mut conn = pool.acquire().await.unwrap();
+    awa_control::queues::QueueConfig {
+        priority_aging: Some(Duration::from_millis(500)),
+        ..Default::default()
+    }
+    .apply(&mut conn, &queue("aging"))
+    .await
+    .unwrap();
+    drop(conn);
+    let mut low = job("aging");
+    low.priority = Priority::new(1).unwrap();
+    let old_low = enqueue(&pool, &[low]).await[0];
+    // Three aging steps later the low job counts as priority 4.
+    tokio::time::sleep(Duration::from_millis(1600)).await;
+    let mut high = job("aging");
+    high.priority = Priority::new(3).unwrap();
+    let fresh_high = enqueue(&pool, &[high]).await[0];
+    let order: Vec<JobId> = claim_all(&pool, "aging", 1, 2)
+        .await
+        .iter()
+        .map(|c| c.token.job_id)
+        .collect();
+    assert_eq!(order, vec![old_low, fresh_high]);
+}
