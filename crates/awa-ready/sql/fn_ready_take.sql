@@ -53,6 +53,24 @@ DECLARE
     v_frontier bigint;
 BEGIN
     SELECT s.last_value INTO v_seq FROM {schema}.ready_seq s;
+    -- Nothing visible past any lane head: return at once, keeping the old
+    -- candidate. No xid is assigned, so an idle poll commits nothing (no
+    -- WAL flush).
+    IF NOT EXISTS (
+            SELECT 1
+              FROM {schema}.lane_heads h
+             CROSS JOIN LATERAL (
+                    SELECT 1 FROM {schema}.ready_entries e
+                     WHERE e.queue = h.queue AND e.priority = h.priority AND e.shard = h.shard
+                       AND e.lane_seq > h.head_seq
+                     LIMIT 1) w
+             WHERE h.queue = p_queue) THEN
+        RETURN QUERY SELECT NULL::bigint, NULL::integer, NULL::bigint, NULL::text, NULL::jsonb,
+                            NULL::smallint, NULL::integer, NULL::integer, NULL::bigint,
+                            NULL::timestamptz, NULL::timestamptz, NULL::text, NULL::jsonb,
+                            NULL::bigint, p_cand_seq, p_cand_xid;
+        RETURN;
+    END IF;
     v_xid := pg_current_xact_id();
 
     IF pg_snapshot_xmin(pg_current_snapshot()) >= v_xid THEN
