@@ -8,6 +8,10 @@
 -- call (NULL on the first); see ready_take. Every returned row carries the
 -- next candidate; a row with job_id NULL carries only that.
 --
+-- waiting: work is visible in the queue but the frontier has not settled
+-- past it yet; the caller should look again shortly rather than wait for a
+-- notification that already came.
+--
 -- A paused queue hands out nothing.
 CREATE OR REPLACE FUNCTION {schema}.claim(
     p_queue     text,
@@ -19,7 +23,7 @@ CREATE OR REPLACE FUNCTION {schema}.claim(
     job_id bigint, run_lease bigint, claim_slot integer, ready_slot integer, ready_seq bigint,
     kind text, args jsonb, priority smallint, attempt integer, max_attempts integer,
     created_at timestamptz, ready_at timestamptz, unique_key text, metadata jsonb,
-    next_seq bigint, next_xid xid8
+    next_seq bigint, next_xid xid8, waiting boolean
 ) LANGUAGE plpgsql AS $fn$
 #variable_conflict use_column
 DECLARE
@@ -33,7 +37,7 @@ BEGIN
         RETURN QUERY SELECT NULL::bigint, NULL::bigint, NULL::integer, NULL::integer, NULL::bigint,
                             NULL::text, NULL::jsonb, NULL::smallint, NULL::integer, NULL::integer,
                             NULL::timestamptz, NULL::timestamptz, NULL::text, NULL::jsonb,
-                            p_cand_seq, p_cand_xid;
+                            p_cand_seq, p_cand_xid, false;
         RETURN;
     END IF;
 
@@ -58,7 +62,7 @@ BEGIN
     SELECT t.job_id, t.run_lease + 1, v_claim_slot, t.slot, t.lane_seq,
            t.kind, t.args, t.priority, t.attempt + 1, t.max_attempts,
            t.created_at, t.ready_at, t.unique_key, t.metadata,
-           t.next_seq, t.next_xid
+           t.next_seq, t.next_xid, coalesce(t.frontier < t.next_seq, false)
       FROM taken t;
 END
 $fn$;

@@ -15,6 +15,15 @@ use std::time::Duration;
 pub struct Frontier {
     seq: Option<i64>,
     xid: Option<String>,
+    waiting: bool,
+}
+
+impl Frontier {
+    /// True when the last claim saw work it could not take yet because the
+    /// frontier had not settled: look again shortly.
+    pub fn is_waiting(&self) -> bool {
+        self.waiting
+    }
 }
 
 /// How an attempt ends.
@@ -177,6 +186,7 @@ impl ExecPlane for PgExecPlane {
         for row in rows {
             frontier.seq = row.get("next_seq");
             frontier.xid = row.get("next_xid");
+            frontier.waiting = row.get("waiting");
             let Some(job_id) = row.get::<Option<i64>, _>("job_id") else {
                 continue;
             };

@@ -169,7 +169,7 @@ BEGIN
         RETURN QUERY SELECT NULL::bigint, NULL::integer, NULL::bigint, NULL::text, NULL::jsonb,
                             NULL::smallint, NULL::integer, NULL::integer, NULL::bigint,
                             NULL::timestamptz, NULL::timestamptz, NULL::text, NULL::jsonb,
-                            NULL::bigint, v_seq, v_xid;
+                            v_frontier, v_seq, v_xid;
     END IF;
 END
 $fn$;

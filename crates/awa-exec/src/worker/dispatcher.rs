@@ -25,15 +25,15 @@ pub(crate) struct Dispatcher {
     pub stats: Arc<Stats>,
 }
 
-/// A claim that comes back short may have stopped at a frontier that had
-/// not settled yet; one quick second look catches that work without
-/// waiting for the next poll.
-const SETTLE_RETRY: Duration = Duration::from_millis(1);
+/// While work is visible but the claim frontier has not settled past it,
+/// look again after this long, doubling up to `SETTLE_MAX`.
+const SETTLE_FIRST: Duration = Duration::from_millis(1);
+const SETTLE_MAX: Duration = Duration::from_millis(32);
 
 pub(crate) async fn run(mut d: Dispatcher) {
     let mut frontier = Frontier::default();
     let mut stop = d.stop.clone();
-    let mut rechecked = false;
+    let mut settle = SETTLE_FIRST;
     loop {
         if *stop.borrow() {
             return;
@@ -77,16 +77,23 @@ pub(crate) async fn run(mut d: Dispatcher) {
         for job in jobs {
             spawn_job(&mut d, job);
         }
-        if got == want {
-            rechecked = false;
+        if got > 0 {
+            // Work is flowing: claim again at once (an idle claim is cheap:
+            // it returns before assigning a transaction id).
+            settle = SETTLE_FIRST;
             continue;
         }
-        if got > 0 || !rechecked {
-            rechecked = got == 0;
-            tokio::time::sleep(SETTLE_RETRY).await;
+        if frontier.is_waiting() {
+            // The notification for this work has already come; the frontier
+            // just has not settled. Look again soon, backing off.
+            tokio::select! {
+                _ = tokio::time::sleep(settle) => {}
+                _ = stop.changed() => {}
+            }
+            settle = (settle * 2).min(SETTLE_MAX);
             continue;
         }
-        rechecked = false;
+        settle = SETTLE_FIRST;
         tokio::select! {
             _ = d.wake.notified() => {}
             _ = tokio::time::sleep(d.poll_interval) => {}
