@@ -78,6 +78,19 @@ pub enum StorageCommand {
     PrepareQueueStorageSchema(PrepareArgs),
     /// Show schema version, substrates, rings and transition state.
     Status,
+    /// Grant a role what workers and maintenance need on a substrate (DML,
+    /// TRUNCATE of ring slots, functions) and no DDL.
+    GrantRuntimeRole(GrantArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct GrantArgs {
+    /// The existing role to grant to.
+    #[arg(long)]
+    pub role: String,
+    /// The substrate schema.
+    #[arg(long, default_value = "awa")]
+    pub schema: String,
 }
 
 #[derive(Debug, Args)]

@@ -62,7 +62,7 @@ impl From<sqlx::Error> for MaintError {
     fn from(err: sqlx::Error) -> Self {
         if let sqlx::Error::Database(db) = &err
             && let Some(code) = db.code()
-            && matches!(&*code, "22023" | "42602" | "42P06")
+            && matches!(&*code, "22023" | "42602" | "42P06" | "42704" | "3F000")
         {
             let hint = db
                 .try_downcast_ref::<sqlx::postgres::PgDatabaseError>()

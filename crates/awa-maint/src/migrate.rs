@@ -50,6 +50,7 @@ fn v1() -> Migration {
         awa_history::INSTALL_SQL,
         awa_dlq::INSTALL_SQL,
         include_str!("../sql/install_queue_storage_substrate.sql"),
+        include_str!("../sql/grant_runtime_role.sql"),
     ];
     let mut sql = parts.join("\n\n");
     sql.push_str(&function_templates());

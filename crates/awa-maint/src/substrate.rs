@@ -73,3 +73,22 @@ pub async fn prepare(
         _ => PrepareOutcome::Installed,
     })
 }
+
+/// Grant `role` what a worker and the maintenance leader need on a
+/// substrate (DML, ring TRUNCATE, functions), and no DDL. Run as the
+/// migrator; `pg_read_all_stats` membership is left to an administrator.
+pub async fn grant_runtime_role(
+    conn: &mut PgConnection,
+    role: &str,
+    schema: &awa_core::SchemaName,
+) -> Result<(), MaintError> {
+    if check_compatible(conn).await?.is_none() {
+        return Err(MaintError::NotMigrated);
+    }
+    sqlx::query(include_str!("../sql/call_grant_runtime_role.sql"))
+        .bind(role)
+        .bind(schema.as_str())
+        .execute(conn)
+        .await?;
+    Ok(())
+}

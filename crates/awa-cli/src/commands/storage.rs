@@ -1,6 +1,6 @@
 //! `awa storage ...`
 
-use crate::cli::{Cli, PrepareArgs, StorageCommand};
+use crate::cli::{Cli, GrantArgs, PrepareArgs, StorageCommand};
 use crate::{db, error::CliError, output};
 use awa_core::{SchemaName, SlotCounts, SubstrateShape};
 use awa_maint::substrate::{self, PrepareOutcome};
@@ -9,7 +9,28 @@ pub async fn run(cli: &Cli, cmd: &StorageCommand) -> Result<(), CliError> {
     match cmd {
         StorageCommand::PrepareQueueStorageSchema(args) => prepare(cli, args).await,
         StorageCommand::Status => status(cli).await,
+        StorageCommand::GrantRuntimeRole(args) => grant(cli, args).await,
     }
+}
+
+async fn grant(cli: &Cli, args: &GrantArgs) -> Result<(), CliError> {
+    let schema = SchemaName::new(args.schema.clone())?;
+    if args.role.is_empty() || args.role.len() > 63 {
+        return Err(CliError::Usage(
+            "--role must name an existing role (1 to 63 bytes)".into(),
+        ));
+    }
+    let url = db::require_url(&cli.database_url)?;
+    let mut conn = db::connect(url).await?;
+    substrate::grant_runtime_role(&mut conn, &args.role, &schema).await?;
+    let value = serde_json::json!({ "role": args.role, "schema": schema, "granted": true });
+    output::emit(cli.json, &value, || {
+        format!(
+            "granted runtime privileges on substrate {schema} to {}. For prune to truncate, an administrator must also run: GRANT pg_read_all_stats TO {};",
+            args.role, args.role
+        )
+    });
+    Ok(())
 }
 
 async fn prepare(cli: &Cli, args: &PrepareArgs) -> Result<(), CliError> {
