@@ -86,8 +86,10 @@ pub fn redact(url: &str) -> String {
     let Some((userinfo, host)) = rest.rsplit_once('@') else {
         return url.to_string();
     };
-    let user = userinfo.split(':').next().unwrap_or("");
-    format!("{scheme}://{user}:***@{host}")
+    match userinfo.split_once(':') {
+        Some((user, _password)) => format!("{scheme}://{user}:***@{host}"),
+        None => url.to_string(),
+    }
 }
 
 #[cfg(test)]
@@ -99,6 +101,7 @@ mod tests {
             "postgres://u:***@h:5432/db"
         );
         assert_eq!(super::redact("postgres://h/db"), "postgres://h/db");
+        assert_eq!(super::redact("postgres://u@h/db"), "postgres://u@h/db");
     }
 }
 
