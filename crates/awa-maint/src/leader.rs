@@ -5,8 +5,10 @@
 //! While leading, every task runs on its own tokio task. The lock
 //! connection is checked every second; if it is lost, all tasks are
 //! stopped before anything else is written, and the process goes back to
-//! being a candidate. Another candidate takes over within about one
-//! candidate retry interval once the old leader's session ends.
+//! being a candidate. Another candidate takes the lock within about one
+//! candidate retry interval once the old leader's session ends, then waits
+//! two check intervals before starting its tasks, by which time the old
+//! leader has stopped its own (so no task runs on two leaders at once).
 
 use crate::MaintError;
 use crate::tasks::{self, MaintTask};
@@ -106,6 +108,18 @@ async fn lead_once(
         .execute(&mut conn)
         .await?;
     tracing::info!(instance = %config.instance_id, "became maintenance leader");
+    // Fencing by time: a previous leader whose connection died notices at
+    // its next check (within one check interval, or two if the check
+    // itself hangs until its timeout) and stops its tasks. Waiting that
+    // long before starting ours means tasks never run on two leaders at
+    // once.
+    tokio::select! {
+        _ = tokio::time::sleep(config.check_interval * 2) => {}
+        _ = shutdown.changed() => {
+            let _ = conn.close().await;
+            return Ok(());
+        }
+    }
     if let Some(r) = role {
         let _ = r.send(Role::Leader);
     }
