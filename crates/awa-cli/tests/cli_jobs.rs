@@ -2,7 +2,7 @@
 
 mod common;
 
-use common::{Run, awa, migrated_db, spawn_awa};
+use common::{Run, awa, enqueue, migrated_db, spawn_awa};
 use serde_json::{Value, json};
 use sqlx::Connection;
 
@@ -274,13 +274,7 @@ async fn bad_input_is_refused_and_writes_nothing() {
 async fn count_enqueues_in_one_transaction() {
     let db = migrated_db().await;
     let url = db.url();
-    let out = awa(
-        url,
-        &[
-            "job", "enqueue", "--queue", "bulk", "--kind", "k", "--count", "1000", "--json",
-        ],
-    )
-    .json();
+    let out = enqueue(url, "bulk", "k", 1000);
     let ids = out["ids"].as_array().expect("ids");
     assert_eq!(ids.len(), 1000);
     let distinct: std::collections::HashSet<_> = ids.iter().map(|v| v.as_i64()).collect();
@@ -303,20 +297,8 @@ async fn count_enqueues_in_one_transaction() {
 async fn noop_worker_drains_every_queue() {
     let db = migrated_db().await;
     let url = db.url();
-    awa(
-        url,
-        &[
-            "job", "enqueue", "--queue", "a", "--kind", "one", "--count", "300", "--json",
-        ],
-    )
-    .json();
-    awa(
-        url,
-        &[
-            "job", "enqueue", "--queue", "b", "--kind", "two", "--count", "20", "--json",
-        ],
-    )
-    .json();
+    enqueue(url, "a", "one", 300);
+    enqueue(url, "b", "two", 20);
     let run = awa(
         url,
         &[
@@ -346,13 +328,7 @@ async fn noop_worker_drains_every_queue() {
 async fn fail_first_completes_on_the_second_attempt() {
     let db = migrated_db().await;
     let url = db.url();
-    let out = awa(
-        url,
-        &[
-            "job", "enqueue", "--queue", "flaky", "--kind", "k", "--count", "3", "--json",
-        ],
-    )
-    .json();
+    let out = enqueue(url, "flaky", "k", 3);
     let run = awa(
         url,
         &[
@@ -559,13 +535,7 @@ async fn aging_off_on_a_new_queue_leaves_it_claimable() {
 async fn worker_stops_gracefully_on_sigterm() {
     let db = migrated_db().await;
     let url = db.url();
-    awa(
-        url,
-        &[
-            "job", "enqueue", "--queue", "slow", "--kind", "k", "--count", "4", "--json",
-        ],
-    )
-    .json();
+    enqueue(url, "slow", "k", 4);
     let worker = spawn_awa(
         url,
         &[

@@ -72,7 +72,14 @@ async fn prepare_is_idempotent_and_refuses_bad_shapes() {
 #[tokio::test]
 async fn unreachable_database_says_so() {
     awa("postgres://postgres@127.0.0.1:1/x", &["storage", "status"])
-        .refused("could not connect to PostgreSQL at postgres://postgres:***@127.0.0.1:1/x");
+        .refused("could not connect to PostgreSQL at postgres://postgres@127.0.0.1:1/x");
+    // A password never reaches the message.
+    let run = awa(
+        "postgres://postgres:s3cret@127.0.0.1:1/x",
+        &["storage", "status"],
+    );
+    run.refused("could not connect to PostgreSQL at postgres://postgres:***@127.0.0.1:1/x");
+    assert!(!run.stderr.contains("s3cret"), "{run:#?}");
     awa("postgres://postgres@127.0.0.1:1/x", &["job", "list"]).refused("could not connect");
     awa_bare(&["queue", "stats"]).refused("no database given");
 }

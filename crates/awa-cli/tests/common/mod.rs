@@ -57,6 +57,18 @@ pub fn awa(url: &str, args: &[&str]) -> Run {
     run(cmd)
 }
 
+/// `awa job enqueue --queue Q --kind K --count N --json`, which must succeed.
+pub fn enqueue(url: &str, queue: &str, kind: &str, count: usize) -> serde_json::Value {
+    let count = count.to_string();
+    awa(
+        url,
+        &[
+            "job", "enqueue", "--queue", queue, "--kind", kind, "--count", &count, "--json",
+        ],
+    )
+    .json()
+}
+
 /// `awa ARGS...` with no database configured at all.
 pub fn awa_bare(args: &[&str]) -> Run {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_awa"));
