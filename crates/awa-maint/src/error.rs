@@ -86,3 +86,29 @@ impl MaintError {
         }
     }
 }
+
+/// Plane errors keep their meaning when a maintenance task or the migrator
+/// passes them on: bad input stays bad input, database errors go through
+/// the same SQLSTATE mapping as our own.
+macro_rules! from_plane_error {
+    ($($plane:ty => $invalid:path, $database:path);* $(;)?) => {$(
+        impl From<$plane> for MaintError {
+            fn from(err: $plane) -> Self {
+                #[allow(unreachable_patterns)]
+                match err {
+                    $invalid(e) => MaintError::Invalid(e),
+                    $database(e) => MaintError::from(e),
+                    other => MaintError::Task(other.to_string()),
+                }
+            }
+        }
+    )*};
+}
+
+from_plane_error! {
+    awa_control::ControlError => awa_control::ControlError::Invalid, awa_control::ControlError::Database;
+    awa_deferred::DeferredError => awa_deferred::DeferredError::Invalid, awa_deferred::DeferredError::Database;
+    awa_exec::ExecError => awa_exec::ExecError::Invalid, awa_exec::ExecError::Database;
+    awa_history::HistoryError => awa_history::HistoryError::Invalid, awa_history::HistoryError::Database;
+    awa_dlq::DlqError => awa_dlq::DlqError::Invalid, awa_dlq::DlqError::Database;
+}

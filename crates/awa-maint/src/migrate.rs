@@ -164,9 +164,7 @@ pub fn extract_to(dir: &Path) -> Result<Vec<PathBuf>, MaintError> {
 
 /// Refuse a database newer than this binary, without taking any lock.
 pub async fn check_compatible(conn: &mut PgConnection) -> Result<Option<i32>, MaintError> {
-    let found = awa_control::status::schema_version(conn)
-        .await
-        .map_err(control_error)?;
+    let found = awa_control::status::schema_version(conn).await?;
     if let Some(found) = found
         && found > LATEST_VERSION
     {
@@ -241,11 +239,4 @@ async fn migrate_locked(conn: &mut PgConnection) -> Result<MigrateReport, MaintE
         to: LATEST_VERSION,
         applied,
     })
-}
-
-pub(crate) fn control_error(err: awa_control::ControlError) -> MaintError {
-    match err {
-        awa_control::ControlError::Invalid(e) => MaintError::Invalid(e),
-        awa_control::ControlError::Database(e) => MaintError::from(e),
-    }
 }

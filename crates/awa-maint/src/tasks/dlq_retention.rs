@@ -34,11 +34,7 @@ impl MaintTask for DlqRetention {
 
     async fn run_once(&self, pool: &sqlx::PgPool) -> Result<TaskOutcome, MaintError> {
         let mut conn = pool.acquire().await?;
-        let removed = self
-            .plane
-            .prune_expired(&mut conn, 1000)
-            .await
-            .map_err(|e| MaintError::Task(e.to_string()))?;
+        let removed = self.plane.prune_expired(&mut conn, 1000).await?;
         Ok(if removed == 0 {
             TaskOutcome::Idle
         } else {

@@ -36,11 +36,7 @@ impl MaintTask for Health {
 
     async fn run_once(&self, pool: &sqlx::PgPool) -> Result<TaskOutcome, MaintError> {
         let mut conn = pool.acquire().await?;
-        let queues = self
-            .plane
-            .publish_health(&mut conn)
-            .await
-            .map_err(|e| MaintError::Task(e.to_string()))?;
+        let queues = self.plane.publish_health(&mut conn).await?;
         Ok(if queues == 0 {
             TaskOutcome::Idle
         } else {

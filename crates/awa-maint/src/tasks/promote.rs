@@ -40,14 +40,7 @@ impl MaintTask for Promote {
         // Keep going while full batches come back, but bounded per pass.
         for _ in 0..50 {
             let mut conn = pool.acquire().await?;
-            let moved = self
-                .plane
-                .promote_due(&mut conn, self.batch)
-                .await
-                .map_err(|e| match e {
-                    awa_deferred::DeferredError::Database(e) => MaintError::from(e),
-                    awa_deferred::DeferredError::Invalid(e) => MaintError::Invalid(e),
-                })?;
+            let moved = self.plane.promote_due(&mut conn, self.batch).await?;
             total += moved;
             if moved < self.batch as u64 {
                 break;

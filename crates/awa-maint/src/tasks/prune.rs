@@ -45,11 +45,7 @@ impl MaintTask for Prune {
         for ring in Ring::ALL {
             for _ in 0..STEPS_PER_RING {
                 let mut conn = pool.acquire().await?;
-                let outcome = self
-                    .rings
-                    .prune(&mut conn, ring, self.lock_timeout)
-                    .await
-                    .map_err(crate::migrate::control_error)?;
+                let outcome = self.rings.prune(&mut conn, ring, self.lock_timeout).await?;
                 match outcome {
                     PruneOutcome::Pruned { .. } => pruned += 1,
                     PruneOutcome::Retired { .. } => {}

@@ -39,14 +39,7 @@ impl MaintTask for Rescue {
 
     async fn run_once(&self, pool: &sqlx::PgPool) -> Result<TaskOutcome, MaintError> {
         let mut conn = pool.acquire().await?;
-        let rescued = self
-            .plane
-            .rescue_stale(&mut conn, self.stale, 1000)
-            .await
-            .map_err(|e| match e {
-                awa_exec::ExecError::Database(e) => MaintError::from(e),
-                other => MaintError::Task(other.to_string()),
-            })?;
+        let rescued = self.plane.rescue_stale(&mut conn, self.stale, 1000).await?;
         Ok(if rescued == 0 {
             TaskOutcome::Idle
         } else {

@@ -41,12 +41,7 @@ impl MaintTask for Rotate {
         let mut waiting = Vec::new();
         for ring in Ring::ALL {
             let mut conn = pool.acquire().await?;
-            match self
-                .rings
-                .rotate(&mut conn, ring, &self.by)
-                .await
-                .map_err(crate::migrate::control_error)?
-            {
+            match self.rings.rotate(&mut conn, ring, &self.by).await? {
                 RotateOutcome::Rotated { .. } => rotated += 1,
                 RotateOutcome::IncomingNotEmpty { slot } => waiting.push(format!(
                     "{} ring: slot {slot} not reclaimed yet",

@@ -32,9 +32,7 @@ impl MaintTask for RuntimeGc {
 
     async fn run_once(&self, pool: &sqlx::PgPool) -> Result<TaskOutcome, MaintError> {
         let mut conn = pool.acquire().await?;
-        let removed = awa_control::runtimes::gc(&mut conn, self.older_than)
-            .await
-            .map_err(crate::migrate::control_error)?;
+        let removed = awa_control::runtimes::gc(&mut conn, self.older_than).await?;
         Ok(if removed == 0 {
             TaskOutcome::Idle
         } else {
