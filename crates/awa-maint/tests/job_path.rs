@@ -1,7 +1,7 @@
 //! The job path end to end against real PostgreSQL: enqueue, claim, run,
 //! finish, across the planes.
 
-use awa_core::{ClaimedJob, JobId, JobState, NewJob, Priority, QueueName, SchemaName};
+use awa_core::{ClaimedJob, JobId, JobState, NewJob, Priority, QueueName};
 use awa_exec::{ExecPlane, Finish, Frontier, PgExecPlane};
 use awa_history::{HistoryPlane, PgHistoryPlane};
 use awa_ready::{PgReadyPlane, ReadyPlane};
@@ -9,9 +9,8 @@ use sqlx::{Acquire, PgPool};
 use std::collections::HashSet;
 use std::time::Duration;
 
-fn schema() -> SchemaName {
-    SchemaName::default_schema()
-}
+mod common;
+use common::{claim_all, schema, setup};
 
 fn queue(name: &str) -> QueueName {
     QueueName::new(name).unwrap()
@@ -19,12 +18,6 @@ fn queue(name: &str) -> QueueName {
 
 fn job(q: &str) -> NewJob {
     NewJob::new(queue(q), "test", serde_json::json!({"n": 1}))
-}
-
-async fn setup() -> (awa_harness::TestDb, PgPool) {
-    let db = awa_maint::migrated_test_db().await.expect("test database");
-    let pool = db.pool().await.expect("pool");
-    (db, pool)
 }
 
 async fn enqueue(pool: &PgPool, jobs: &[NewJob]) -> Vec<JobId> {
@@ -36,37 +29,6 @@ async fn enqueue(pool: &PgPool, jobs: &[NewJob]) -> Vec<JobId> {
         .into_iter()
         .map(|e| e.job_id)
         .collect()
-}
-
-/// Claim until `expect` jobs are in hand (or 10 s pass), then make sure
-/// nothing more comes. An empty claim can just mean "frontier not settled
-/// yet": it waits for every transaction that was running on the cluster
-/// when it was read, other tests' included.
-async fn claim_all(pool: &PgPool, q: &str, limit: i32, expect: usize) -> Vec<ClaimedJob> {
-    let plane = PgExecPlane::new(schema());
-    let mut frontier = Frontier::default();
-    let mut out = Vec::new();
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-    let mut empty_after = 0;
-    while empty_after < 5 {
-        let mut conn = pool.acquire().await.unwrap();
-        let got = plane
-            .claim(&mut conn, &queue(q), limit, &mut frontier, None)
-            .await
-            .unwrap();
-        let was_empty = got.is_empty();
-        out.extend(got);
-        if out.len() >= expect && was_empty {
-            empty_after += 1;
-        }
-        if was_empty {
-            if tokio::time::Instant::now() > deadline {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    }
-    out
 }
 
 /// Claim repeatedly for a fixed time; for races where the caller does not

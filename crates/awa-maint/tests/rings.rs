@@ -4,25 +4,18 @@
 
 use awa_control::rings::{PgRings, PruneOutcome, Ring, RotateOutcome};
 use awa_core::{ClaimedJob, NewJob, QueueName, SchemaName};
-use awa_exec::{ExecPlane, Finish, Frontier, PgExecPlane};
+use awa_exec::{ExecPlane, Finish, PgExecPlane};
 use awa_ready::{PgReadyPlane, ReadyPlane};
 use sqlx::{Connection, PgConnection, PgPool};
 use std::time::Duration;
 
-const LOCK_TIMEOUT: Duration = Duration::from_millis(100);
+mod common;
+use common::{claim_all, schema, setup};
 
-fn schema() -> SchemaName {
-    SchemaName::default_schema()
-}
+const LOCK_TIMEOUT: Duration = Duration::from_millis(100);
 
 fn rings() -> PgRings {
     PgRings::new(schema())
-}
-
-async fn setup() -> (awa_harness::TestDb, PgPool) {
-    let db = awa_maint::migrated_test_db().await.unwrap();
-    let pool = db.pool().await.unwrap();
-    (db, pool)
 }
 
 async fn enqueue(pool: &PgPool, q: &str, n: usize) {
@@ -43,28 +36,7 @@ async fn enqueue(pool: &PgPool, q: &str, n: usize) {
 }
 
 async fn claim(pool: &PgPool, q: &str, n: usize) -> Vec<ClaimedJob> {
-    let plane = PgExecPlane::new(schema());
-    let mut frontier = Frontier::default();
-    let mut out = Vec::new();
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-    while out.len() < n && tokio::time::Instant::now() < deadline {
-        let mut conn = pool.acquire().await.unwrap();
-        let got = plane
-            .claim(
-                &mut conn,
-                &QueueName::new(q).unwrap(),
-                (n - out.len()) as i32,
-                &mut frontier,
-                None,
-            )
-            .await
-            .unwrap();
-        if got.is_empty() {
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-        out.extend(got);
-    }
-    out
+    claim_all(pool, q, n as i32, n).await
 }
 
 async fn complete(pool: &PgPool, jobs: &[ClaimedJob]) {
