@@ -115,37 +115,26 @@ async fn enqueue_then_stats_list_dump_cancel() {
     );
 
     // A unique key held by a live job reports the holder instead.
-    let first = awa(
-        url,
-        &[
-            "job",
-            "enqueue",
-            "--queue",
-            "emails",
-            "--kind",
-            "k",
-            "--unique-key",
-            "u1",
-            "--json",
-        ],
-    )
-    .json();
+    let enqueue_unique = || {
+        awa(
+            url,
+            &[
+                "job",
+                "enqueue",
+                "--queue",
+                "emails",
+                "--kind",
+                "k",
+                "--unique-key",
+                "u1",
+                "--json",
+            ],
+        )
+        .json()
+    };
+    let first = enqueue_unique();
     let holder = first["ids"][0].clone();
-    let again = awa(
-        url,
-        &[
-            "job",
-            "enqueue",
-            "--queue",
-            "emails",
-            "--kind",
-            "k",
-            "--unique-key",
-            "u1",
-            "--json",
-        ],
-    )
-    .json();
+    let again = enqueue_unique();
     assert_eq!(again["inserted"], 0);
     assert_eq!(again["existing"], json!([holder]));
     let text = awa(
