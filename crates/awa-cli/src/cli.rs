@@ -81,6 +81,20 @@ pub enum StorageCommand {
     /// Grant a role what workers and maintenance need on a substrate (DML,
     /// TRUNCATE of ring slots, functions) and no DDL.
     GrantRuntimeRole(GrantArgs),
+    /// Change a substrate's settings (run as the migrator).
+    Configure(StorageConfigureArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct StorageConfigureArgs {
+    /// The substrate schema.
+    #[arg(long, default_value = "awa")]
+    pub schema: String,
+    /// Minimum time terminal history is kept after its ring slot is sealed
+    /// (e.g. 2h, 7days; at most 3650days), or `auto` for (queue slots - 2)
+    /// x the leader's rotate interval.
+    #[arg(long, value_name = "DURATION|auto")]
+    pub history_retention: String,
 }
 
 #[derive(Debug, Args)]

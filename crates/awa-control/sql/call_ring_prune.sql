@@ -1,2 +1,2 @@
 -- Rings::prune.
-SELECT outcome, slot, detail FROM {schema}.ring_prune($1, $2)
+SELECT outcome, slot, detail FROM {schema}.ring_prune($1, $2, $3)

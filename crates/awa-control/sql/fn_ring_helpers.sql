@@ -48,3 +48,31 @@ BEGIN
     RETURN v_slots;
 END
 $fn$;
+
+-- {schema}.ring_slot_live(ring, slot): why a slot still holds live data, or
+-- NULL: the ready plane's predicate for the queue ring, then the execution
+-- plane's for every ring.
+CREATE OR REPLACE FUNCTION {schema}.ring_slot_live(p_ring text, p_slot integer)
+RETURNS text LANGUAGE sql STABLE AS $fn$
+    SELECT coalesce(CASE WHEN p_ring = 'queue' THEN {schema}.ready_slot_live(p_slot) END,
+                    {schema}.exec_slot_live(p_ring, p_slot))
+$fn$;
+
+-- {schema}.ring_slot_sealed_at(ring, slot): when the ring last moved off a
+-- slot that is not its current one. Rotation always moves to the next slot,
+-- so generation g writes slot g % slots, and the slot was sealed by the
+-- generation after the last one that wrote it: one primary-key probe.
+CREATE OR REPLACE FUNCTION {schema}.ring_slot_sealed_at(p_ring text, p_slot integer)
+RETURNS timestamptz LANGUAGE sql STABLE AS $fn$
+    WITH cur AS (
+        SELECT l.generation, l.slot FROM {schema}.ring_ledger l
+         WHERE l.ring = p_ring ORDER BY l.generation DESC LIMIT 1
+    )
+    SELECT l.rotated_at
+      FROM cur c
+      JOIN {schema}.ring_ledger l
+        ON l.ring = p_ring
+       AND l.generation = c.generation
+                          - ((c.slot - p_slot + {schema}.ring_slot_count(p_ring)) % {schema}.ring_slot_count(p_ring))
+                          + 1
+$fn$;

@@ -1,10 +1,24 @@
--- {schema}.ring_prune(ring, lock_timeout_ms): reclaim the oldest sealed slot
--- of a ring, in two phases, one per call:
+-- {schema}.ring_prune(ring, lock_timeout_ms, rotate_interval): reclaim a
+-- sealed slot of a ring, in two phases, one per call:
 --
--- 1. retire: find the oldest non-current slot that holds rows; prove it
---    holds nothing live (ready_slot_live / exec_slot_live); fold its count
---    deltas into the rollups; commit a retirement marker. From then on the
---    read views leave the slot out for every snapshot that sees the marker.
+-- 1. retire: walk the sealed slots that hold rows, oldest first, and retire
+--    the first one proven to hold nothing live (ready_slot_live /
+--    exec_slot_live): fold its count deltas into the rollups and commit a
+--    retirement marker. From then on the read views leave the slot's
+--    terminal facts out for every snapshot that sees the marker.
+--    * The slot the ring rotates onto next (the oldest) is evacuated first
+--      when it is live: waiting jobs move to the current slot keeping their
+--      lane position (ready_relocate), open attempts move out of the rings
+--      (exec_park). So one straggler, an unserved queue or a job that runs
+--      for hours, never stops the ring.
+--    * A younger slot that is still live is looked past: a dead slot behind
+--      it is still reclaimed.
+--    * Queue-ring slots hold terminal history, so one is retired only once
+--      it has been sealed for the retention: substrate_info.history_retention
+--      when set, else (queue slots - 2) x rotate_interval (history is kept
+--      for about the whole ring and one slot is always ready for the next
+--      rotation). A younger slot is younger still, so the walk stops there
+--      ('retained').
 -- 2. truncate (a later call): once no snapshot in this database predates the
 --    marker (TRUNCATE is not MVCC-safe, so an older snapshot would see rows
 --    vanish), take ACCESS EXCLUSIVE locks on the slot's tables under a short
@@ -15,9 +29,12 @@
 --    A slot found live again is un-retired.
 --
 -- Returns one row: outcome ('retired', 'pruned', 'nothing_to_prune',
--- 'live_rows', 'snapshot_pinned', 'busy', 'horizon_unknown'), the slot, and
--- a detail for operators. Anything unproven is a skip, never a truncate.
-CREATE OR REPLACE FUNCTION {schema}.ring_prune(p_ring text, p_lock_timeout_ms integer)
+-- 'retained', 'live_rows', 'snapshot_pinned', 'busy', 'horizon_unknown',
+-- 'lost_race': another pruner retired the slot first), the slot, and a
+-- detail for operators. Anything unproven is a skip, never a truncate.
+CREATE OR REPLACE FUNCTION {schema}.ring_prune(
+    p_ring text, p_lock_timeout_ms integer, p_rotate_interval interval
+)
 RETURNS TABLE (outcome text, slot integer, detail text)
 LANGUAGE plpgsql AS $fn$
 #variable_conflict use_column
@@ -31,6 +48,11 @@ DECLARE
     v_family  text;
     v_tables  text[] := '{}';
     v_old_timeout text;
+    v_min_age interval := interval '0';
+    v_s       integer;
+    v_moved   integer := 0;
+    v_parked  integer := 0;
+    v_first   text;
     k integer;
 BEGIN
     v_slots := {schema}.ring_slot_count(p_ring);
@@ -42,29 +64,64 @@ BEGIN
      ORDER BY x.retired_at LIMIT 1;
 
     IF v_slot IS NULL THEN
-        -- Phase 1: the oldest sealed slot that holds rows.
+        -- Phase 1.
+        IF p_ring = 'queue' THEN
+            SELECT coalesce(i.history_retention, greatest(v_slots - 2, 0) * p_rotate_interval)
+              INTO v_min_age FROM {schema}.substrate_info i;
+        END IF;
         FOR k IN 1 .. v_slots - 1 LOOP
-            IF NOT {schema}.ring_slot_empty(p_ring, (v_cur + k) % v_slots) THEN
-                v_slot := (v_cur + k) % v_slots;
+            v_s := (v_cur + k) % v_slots;
+            CONTINUE WHEN {schema}.ring_slot_empty(p_ring, v_s);
+            IF v_min_age > interval '0'
+               AND {schema}.ring_slot_sealed_at(p_ring, v_s) > now() - v_min_age THEN
+                IF v_first IS NULL THEN
+                    outcome := 'retained';
+                    v_slot := v_s;
+                    detail := format('history is retained until %s',
+                                     {schema}.ring_slot_sealed_at(p_ring, v_s) + v_min_age);
+                END IF;
                 EXIT;
             END IF;
-        END LOOP;
-        IF v_slot IS NULL THEN
-            outcome := 'nothing_to_prune';
-        ELSE
-            v_live := coalesce(CASE WHEN p_ring = 'queue' THEN {schema}.ready_slot_live(v_slot) END,
-                               {schema}.exec_slot_live(p_ring, v_slot));
-            IF v_live IS NOT NULL THEN
-                outcome := 'live_rows';
-                detail := v_live;
-            ELSE
+            v_live := {schema}.ring_slot_live(p_ring, v_s);
+            IF v_live IS NOT NULL AND k = 1 THEN
+                -- The slot the ring rotates onto next: move what keeps it live.
                 IF p_ring = 'queue' THEN
-                    PERFORM {schema}.history_retire_slot(v_slot);
+                    v_moved := {schema}.ready_relocate(v_s, 1000);
+                END IF;
+                v_parked := {schema}.exec_park(p_ring, v_s, 1000);
+                v_live := {schema}.ring_slot_live(p_ring, v_s);
+            END IF;
+            IF v_live IS NULL THEN
+                IF p_ring = 'queue' THEN
+                    PERFORM {schema}.history_retire_slot(v_s);
                 END IF;
                 INSERT INTO {schema}.ring_retirements (ring, slot, retired_xid)
-                VALUES (p_ring, v_slot, pg_current_xact_id());
-                outcome := 'retired';
+                VALUES (p_ring, v_s, pg_current_xact_id())
+                ON CONFLICT DO NOTHING;
+                v_slot := v_s;
+                IF FOUND THEN
+                    outcome := 'retired';
+                    detail := nullif(concat_ws(', ',
+                        CASE WHEN v_moved > 0 THEN format('moved %s waiting jobs to slot %s', v_moved, v_cur) END,
+                        CASE WHEN v_parked > 0 THEN format('parked %s running attempts', v_parked) END,
+                        CASE WHEN v_first IS NOT NULL THEN 'looked past ' || v_first END), '');
+                ELSE
+                    outcome := 'lost_race';
+                    detail := 'another pruner retired it first';
+                END IF;
+                EXIT;
             END IF;
+            v_first := coalesce(v_first, format('slot %s (%s)', v_s, v_live));
+            IF outcome IS NULL THEN
+                outcome := 'live_rows';
+                v_slot := v_s;
+                detail := v_live || CASE WHEN v_moved + v_parked > 0
+                    THEN format(' (moved %s waiting jobs, parked %s attempts; more next time)', v_moved, v_parked)
+                    ELSE '' END;
+            END IF;
+        END LOOP;
+        IF outcome IS NULL THEN
+            outcome := 'nothing_to_prune';
         END IF;
     ELSE
         -- Phase 2. Other roles' snapshots are only visible with
@@ -100,9 +157,17 @@ BEGIN
                     detail := 'a writer still holds the slot; retrying later';
                 END;
                 PERFORM set_config('lock_timeout', v_old_timeout, true);
+                -- Another pruner may have truncated the slot while we
+                -- waited for the lock (and the ring may already write to
+                -- it again): only a slot still marked retired is ours.
+                IF outcome IS NULL AND NOT EXISTS (
+                        SELECT 1 FROM {schema}.ring_retirements x
+                         WHERE x.ring = p_ring AND x.slot = v_slot) THEN
+                    outcome := 'lost_race';
+                    detail := 'another pruner truncated it first';
+                END IF;
                 IF outcome IS NULL THEN
-                    v_live := coalesce(CASE WHEN p_ring = 'queue' THEN {schema}.ready_slot_live(v_slot) END,
-                                       {schema}.exec_slot_live(p_ring, v_slot));
+                    v_live := {schema}.ring_slot_live(p_ring, v_slot);
                     IF v_live IS NOT NULL THEN
                         DELETE FROM {schema}.ring_retirements x WHERE x.ring = p_ring AND x.slot = v_slot;
                         outcome := 'live_rows';

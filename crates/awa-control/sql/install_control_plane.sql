@@ -17,7 +17,11 @@ BEGIN
             queue_slot_count   integer     NOT NULL,
             lease_slot_count   integer     NOT NULL,
             claim_slot_count   integer     NOT NULL,
-            installed_at       timestamptz NOT NULL DEFAULT now()
+            installed_at       timestamptz NOT NULL DEFAULT now(),
+            -- Minimum time a queue-ring slot's terminal history is kept
+            -- after the slot is sealed; NULL: (queue slots - 2) x the
+            -- leader's rotate interval (see ring_prune).
+            history_retention  interval    CHECK (history_retention BETWEEN interval '0' AND interval '3650 days')
         )$ddl$, p_schema);
 
     -- Append-only ring cursors: the newest generation of a ring is its

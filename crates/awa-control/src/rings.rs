@@ -60,6 +60,17 @@ pub enum PruneOutcome {
         slot: i32,
     },
     NothingToPrune,
+    /// The oldest sealed slot holding rows is still inside the history
+    /// retention; nothing younger is older than it.
+    Retained {
+        slot: i32,
+        detail: String,
+    },
+    /// Another pruner (an operator's `maint run --once` beside the leader)
+    /// retired or truncated the slot first; nothing was written.
+    LostRace {
+        slot: i32,
+    },
     LiveRows {
         slot: i32,
         detail: String,
@@ -119,11 +130,15 @@ impl PgRings {
         })
     }
 
+    /// One prune step on `ring`. `rotate_interval` is the leader's rotation
+    /// cadence; queue-ring history is kept for (queue slots - 2) x that
+    /// unless the substrate sets its own retention (`set_history_retention`).
     pub async fn prune(
         &self,
         conn: &mut PgConnection,
         ring: Ring,
         lock_timeout: Duration,
+        rotate_interval: Duration,
     ) -> Result<PruneOutcome, ControlError> {
         let row = sqlx::query(statement(
             include_str!("../sql/call_ring_prune.sql"),
@@ -131,6 +146,7 @@ impl PgRings {
         ))
         .bind(ring.as_str())
         .bind(lock_timeout.as_millis().clamp(1, i32::MAX as u128) as i32)
+        .bind(chrono::Duration::from_std(rotate_interval).unwrap_or(chrono::Duration::days(365)))
         .fetch_one(conn)
         .await?;
         let outcome: String = row.get("outcome");
@@ -142,10 +158,47 @@ impl PgRings {
             "retired" => PruneOutcome::Retired { slot },
             "pruned" => PruneOutcome::Pruned { slot },
             "nothing_to_prune" => PruneOutcome::NothingToPrune,
+            "retained" => PruneOutcome::Retained { slot, detail },
+            "lost_race" => PruneOutcome::LostRace { slot },
             "live_rows" => PruneOutcome::LiveRows { slot, detail },
             "snapshot_pinned" => PruneOutcome::SnapshotPinned { slot, detail },
             "busy" => PruneOutcome::Busy { slot },
             _ => PruneOutcome::HorizonUnknown { slot, detail },
         })
     }
+
+    /// Set (or, with `None`, reset to automatic) the minimum time a sealed
+    /// queue-ring slot's terminal history is kept. Bounds: 0 to 3650 days.
+    pub async fn set_history_retention(
+        &self,
+        conn: &mut PgConnection,
+        retention: Option<Duration>,
+    ) -> Result<(), ControlError> {
+        let value = match retention {
+            None => None,
+            Some(d) if d <= MAX_HISTORY_RETENTION => {
+                Some(chrono::Duration::from_std(d).expect("bounded above by MAX_HISTORY_RETENTION"))
+            }
+            Some(d) => {
+                return Err(ControlError::from(awa_core::InvalidInput::OutOfRange {
+                    what: "history retention (seconds)",
+                    value: d.as_secs().min(i64::MAX as u64) as i64,
+                    min: 0,
+                    max: MAX_HISTORY_RETENTION.as_secs() as i64,
+                    hint: "history retention is at most 3650 days",
+                }));
+            }
+        };
+        sqlx::query(statement(
+            include_str!("../sql/set_history_retention.sql"),
+            &self.schema,
+        ))
+        .bind(value)
+        .execute(conn)
+        .await?;
+        Ok(())
+    }
 }
+
+/// The longest history retention a substrate accepts (also a CHECK in SQL).
+pub const MAX_HISTORY_RETENTION: Duration = Duration::from_secs(3650 * 24 * 3600);

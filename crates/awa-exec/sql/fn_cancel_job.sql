@@ -54,6 +54,17 @@ BEGIN
             RETURN 'running';
         END IF;
     END IF;
+
+    -- Running, but moved out of the rings (exec_park).
+    SELECT p.* INTO v_r FROM {schema}.parked_attempts p WHERE p.job_id = p_job_id;
+    IF FOUND THEN
+        PERFORM 1 FROM {schema}.finish(ARRAY[p_job_id], ARRAY[v_r.run_lease], ARRAY[v_r.claim_slot],
+                                       ARRAY['cancel'], ARRAY[NULL::interval], ARRAY['cancelled by operator'])
+         WHERE accepted;
+        IF FOUND THEN
+            RETURN 'running';
+        END IF;
+    END IF;
     RETURN NULL;
 END
 $fn$;

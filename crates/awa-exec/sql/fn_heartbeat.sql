@@ -3,6 +3,9 @@
 -- use in the current lease-ring slot; with progress, also upsert
 -- attempt_state (kept across retries). Short jobs never call this.
 --
+-- A parked attempt (moved out of the rings by exec_park) heartbeats on its
+-- parked_attempts row instead.
+--
 -- Returns false, and writes nothing, when the attempt is no longer live
 -- (finished, rescued, cancelled): the handler should stop.
 CREATE OR REPLACE FUNCTION {schema}.heartbeat(
@@ -13,21 +16,28 @@ CREATE OR REPLACE FUNCTION {schema}.heartbeat(
 DECLARE
     v_lease_slot integer;
 BEGIN
-    IF NOT EXISTS (SELECT 1 FROM {schema}.claim_receipts r
-                    WHERE r.slot = p_claim_slot AND r.job_id = p_job_id AND r.run_lease = p_run_lease)
-       OR EXISTS (SELECT 1 FROM {schema}.claim_closures c
-                   WHERE c.slot = p_claim_slot AND c.job_id = p_job_id AND c.run_lease = p_run_lease) THEN
-        RETURN false;
-    END IF;
-
-    -- An existing lease stays in its slot; a new one goes to the current slot.
-    UPDATE {schema}.leases l SET heartbeat_at = now()
-     WHERE l.job_id = p_job_id AND l.run_lease = p_run_lease;
-    IF NOT FOUND THEN
-        SELECT g.slot INTO v_lease_slot FROM {schema}.ring_ledger g
-         WHERE g.ring = 'lease' ORDER BY g.generation DESC LIMIT 1;
-        INSERT INTO {schema}.leases (slot, job_id, run_lease, claim_slot)
-        VALUES (v_lease_slot, p_job_id, p_run_lease, p_claim_slot);
+    IF EXISTS (SELECT 1 FROM {schema}.claim_receipts r
+                WHERE r.slot = p_claim_slot AND r.job_id = p_job_id AND r.run_lease = p_run_lease)
+       AND NOT EXISTS (SELECT 1 FROM {schema}.claim_closures c
+                        WHERE c.slot = p_claim_slot AND c.job_id = p_job_id AND c.run_lease = p_run_lease) THEN
+        -- An existing lease stays in its slot; a new one goes to the current slot.
+        UPDATE {schema}.leases l SET heartbeat_at = now()
+         WHERE l.job_id = p_job_id AND l.run_lease = p_run_lease;
+        IF NOT FOUND THEN
+            SELECT g.slot INTO v_lease_slot FROM {schema}.ring_ledger g
+             WHERE g.ring = 'lease' ORDER BY g.generation DESC LIMIT 1;
+            INSERT INTO {schema}.leases (slot, job_id, run_lease, claim_slot)
+            VALUES (v_lease_slot, p_job_id, p_run_lease, p_claim_slot);
+        END IF;
+    ELSE
+        -- Closed or gone: maybe parked (exec_park). This is a later
+        -- statement than the check above, so it sees a park that closed
+        -- the receipt before that check ran.
+        UPDATE {schema}.parked_attempts p SET heartbeat_at = now()
+         WHERE p.job_id = p_job_id AND p.run_lease = p_run_lease;
+        IF NOT FOUND THEN
+            RETURN false;
+        END IF;
     END IF;
 
     IF p_percent IS NOT NULL OR p_message IS NOT NULL OR p_checkpoint IS NOT NULL THEN

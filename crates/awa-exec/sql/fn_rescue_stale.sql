@@ -3,7 +3,8 @@
 -- and finishes later is rejected, and at most one of them wins).
 -- Abandoned means: open, and either claimed more than `stale` ago with no
 -- lease heartbeat within `stale`, or past its hard deadline, or waiting for
--- a callback that timed out. Returns how many were rescued.
+-- a callback that timed out; parked attempts (exec_park) likewise. Returns
+-- how many were rescued.
 CREATE OR REPLACE FUNCTION {schema}.rescue_stale(p_stale interval, p_limit integer)
 RETURNS integer LANGUAGE plpgsql AS $fn$
 #variable_conflict use_column
@@ -11,7 +12,7 @@ DECLARE
     v_count integer;
 BEGIN
     WITH abandoned AS (
-        SELECT r.slot, r.job_id, r.run_lease,
+      (SELECT r.slot, r.job_id, r.run_lease,
                CASE WHEN r.deadline_at < now() THEN 'attempt passed its deadline'
                     WHEN l.callback_timeout < now() THEN 'callback wait timed out'
                     ELSE 'worker stopped heartbeating (stale for ' || p_stale || ')' END AS reason
@@ -24,7 +25,19 @@ BEGIN
                 OR l.callback_timeout < now()
                 OR (r.claimed_at < now() - p_stale
                     AND (l.heartbeat_at IS NULL OR l.heartbeat_at < now() - p_stale)))
-         LIMIT p_limit
+         LIMIT p_limit)
+      UNION ALL
+        -- Parked attempts (exec_park) carry their own heartbeat.
+      (SELECT p.claim_slot, p.job_id, p.run_lease,
+               CASE WHEN p.deadline_at < now() THEN 'attempt passed its deadline'
+                    WHEN p.callback_timeout < now() THEN 'callback wait timed out'
+                    ELSE 'worker stopped heartbeating (stale for ' || p_stale || ')' END
+          FROM {schema}.parked_attempts p
+         WHERE p.deadline_at < now()
+            OR p.callback_timeout < now()
+            OR (p.claimed_at < now() - p_stale
+                AND (p.heartbeat_at IS NULL OR p.heartbeat_at < now() - p_stale))
+         LIMIT p_limit)
     )
     SELECT count(*) INTO v_count
       FROM {schema}.finish(

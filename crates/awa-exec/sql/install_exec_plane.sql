@@ -31,7 +31,8 @@ BEGIN
             job_id     bigint      NOT NULL,
             run_lease  bigint      NOT NULL,
             outcome    text        NOT NULL CHECK (outcome IN
-                       ('completed', 'retried', 'snoozed', 'cancelled', 'failed', 'dead_lettered', 'rescued', 'released')),
+                       ('completed', 'retried', 'snoozed', 'cancelled', 'failed', 'dead_lettered', 'rescued', 'released',
+                        'parked')),
             closed_at  timestamptz NOT NULL DEFAULT now(),
             PRIMARY KEY (slot, job_id, run_lease)
         ) PARTITION BY LIST (slot)$ddl$, p_schema);
@@ -60,6 +61,41 @@ BEGIN
         EXECUTE format('CREATE TABLE IF NOT EXISTS %1$I.%2$I PARTITION OF %1$I.leases FOR VALUES IN (%3$s) WITH (fillfactor = 70)',
                        p_schema, 'leases_' || i, i);
     END LOOP;
+
+    -- Attempts moved out of the rings (see exec_park): a job that runs longer
+    -- than a ring takes to come round would otherwise keep its receipt's
+    -- claim slot, its body's queue slot and its lease slot live, and the
+    -- rings could not rotate past it. Parking closes the receipt with outcome
+    -- 'parked' and copies everything the attempt still needs here, in one
+    -- transaction; the attempt is then finished by deleting its row (the
+    -- delete's row lock lets exactly one finisher win). One open attempt per
+    -- job, so the job id is the key. Rows are few (long jobs only) and each
+    -- is deleted once, so this table's churn is bounded by long jobs, not by
+    -- throughput.
+    EXECUTE format($ddl$
+        CREATE TABLE IF NOT EXISTS %1$I.parked_attempts (
+            job_id           bigint      PRIMARY KEY,
+            run_lease        bigint      NOT NULL,
+            claim_slot       integer     NOT NULL,  -- the attempt token's slot
+            queue            text        NOT NULL,
+            attempt          integer     NOT NULL,
+            claimed_at       timestamptz NOT NULL,
+            deadline_at      timestamptz,
+            instance_id      uuid,
+            heartbeat_at     timestamptz,
+            callback_id      uuid,
+            callback_timeout timestamptz,
+            -- The body, as the ready entry held it.
+            ready_seq        bigint      NOT NULL,
+            kind             text        NOT NULL,
+            args             jsonb       NOT NULL,
+            priority         smallint    NOT NULL,
+            max_attempts     integer     NOT NULL,
+            created_at       timestamptz NOT NULL,
+            unique_key       text,
+            metadata         jsonb,
+            parked_at        timestamptz NOT NULL DEFAULT now()
+        ) WITH (fillfactor = 70)$ddl$, p_schema);
 
     -- Progress and checkpoints survive retries, so they live outside the
     -- rings, keyed by job.

@@ -35,4 +35,5 @@ pub const FUNCTIONS: &[(&str, &str)] = &[
         include_str!("../sql/fn_exec_slot_live.sql"),
     ),
     ("rescue_stale", include_str!("../sql/fn_rescue_stale.sql")),
+    ("exec_park", include_str!("../sql/fn_exec_park.sql")),
 ];

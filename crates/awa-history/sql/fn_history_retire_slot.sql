@@ -3,6 +3,10 @@
 -- delete is MVCC: snapshots older than the retirement still count the
 -- deltas (and not the new rollup values), newer ones count the rollups; the
 -- later TRUNCATE of the slot changes nothing any snapshot can still see.
+--
+-- It also moves history_horizon past the slot's newest job id, so a lookup
+-- of a job that is no longer anywhere can say its history was pruned, and
+-- when, instead of "no such job".
 CREATE OR REPLACE FUNCTION {schema}.history_retire_slot(p_slot integer)
 RETURNS void LANGUAGE sql AS $fn$
     WITH moved AS (
@@ -12,5 +16,11 @@ RETURNS void LANGUAGE sql AS $fn$
     INSERT INTO {schema}.count_rollups AS r (queue, state, total)
     SELECT m.queue, m.state, sum(m.delta) FROM moved m GROUP BY m.queue, m.state
     ON CONFLICT (queue, state) DO UPDATE
-       SET total = r.total + EXCLUDED.total, updated_at = now()
+       SET total = r.total + EXCLUDED.total, updated_at = now();
+    INSERT INTO {schema}.history_horizon AS h (singleton, pruned_through_job_id, pruned_at)
+    SELECT true, max(d.job_id), now() FROM {schema}.done_entries d WHERE d.slot = p_slot
+    HAVING max(d.job_id) IS NOT NULL
+    ON CONFLICT (singleton) DO UPDATE
+       SET pruned_through_job_id = greatest(h.pruned_through_job_id, EXCLUDED.pruned_through_job_id),
+           pruned_at = now()
 $fn$;

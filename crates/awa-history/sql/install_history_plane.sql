@@ -58,6 +58,16 @@ BEGIN
             PRIMARY KEY (queue, state)
         )$ddl$, p_schema);
 
+    -- How far pruning has gone: every job whose terminal fact was in a
+    -- retired slot has an id at or below pruned_through_job_id. One row,
+    -- updated once per retired slot.
+    EXECUTE format($ddl$
+        CREATE TABLE IF NOT EXISTS %1$I.history_horizon (
+            singleton             boolean     PRIMARY KEY DEFAULT true CHECK (singleton),
+            pruned_through_job_id bigint      NOT NULL,
+            pruned_at             timestamptz NOT NULL
+        )$ddl$, p_schema);
+
     -- The public read view: terminal facts hydrated with their bodies.
     EXECUTE format($ddl$
         CREATE OR REPLACE VIEW %1$I.terminal_jobs AS

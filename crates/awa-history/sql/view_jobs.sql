@@ -3,7 +3,7 @@
 -- together give it. live_jobs never reads history, so its cost is bounded
 -- by live work, not by retained history. For operators and tests; the hot path never reads it.
 --   available      ready entry past its lane head, not tombstoned
---   running        claim receipt without a closure
+--   running        claim receipt without a closure, or a parked attempt
 --   scheduled / retryable / snoozed   deferred row (released: available)
 --   completed / failed / cancelled    terminal_jobs
 --   dead_lettered  dlq entry
@@ -26,6 +26,10 @@ SELECT r.job_id, r.queue, e.kind, e.args, e.priority, 'running', r.attempt, e.ma
   JOIN {schema}.ready_entries e ON e.slot = r.ready_slot AND e.job_id = r.job_id AND e.lane_seq = r.ready_seq
  WHERE NOT EXISTS (SELECT 1 FROM {schema}.claim_closures c
                     WHERE c.slot = r.slot AND c.job_id = r.job_id AND c.run_lease = r.run_lease)
+UNION ALL
+SELECT p.job_id, p.queue, p.kind, p.args, p.priority, 'running', p.attempt, p.max_attempts,
+       p.run_lease, p.created_at, p.claimed_at, NULL, p.metadata
+  FROM {schema}.parked_attempts p
 UNION ALL
 SELECT d.job_id, d.queue, d.kind, d.args, d.priority,
        CASE d.reason WHEN 'retry' THEN 'retryable' WHEN 'released' THEN 'available' ELSE d.reason END,

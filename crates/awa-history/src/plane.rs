@@ -27,6 +27,15 @@ pub struct JobView {
     pub metadata: Option<serde_json::Value>,
 }
 
+/// How far terminal history has been reclaimed: a job whose terminal fact
+/// was in a reclaimed slot has an id at or below `pruned_through`.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct PrunedHorizon {
+    pub pruned_through: JobId,
+    /// When the latest slot was retired (its history ended for readers).
+    pub pruned_at: DateTime<Utc>,
+}
+
 /// Counts per state for one queue.
 pub type QueueStats = BTreeMap<String, BTreeMap<String, i64>>;
 
@@ -37,6 +46,9 @@ pub trait HistoryPlane: Send + Sync + std::fmt::Debug {
         conn: &mut PgConnection,
         id: JobId,
     ) -> Result<Option<JobView>, HistoryError>;
+    /// How far history has been pruned (None: never).
+    async fn horizon(&self, conn: &mut PgConnection)
+    -> Result<Option<PrunedHorizon>, HistoryError>;
     async fn list(
         &self,
         conn: &mut PgConnection,
@@ -103,6 +115,22 @@ impl HistoryPlane for PgHistoryPlane {
             .fetch_optional(conn)
             .await?;
         Ok(row.map(job_view))
+    }
+
+    async fn horizon(
+        &self,
+        conn: &mut PgConnection,
+    ) -> Result<Option<PrunedHorizon>, HistoryError> {
+        let row = sqlx::query(statement(
+            include_str!("../sql/history_horizon.sql"),
+            &self.schema,
+        ))
+        .fetch_optional(conn)
+        .await?;
+        Ok(row.map(|r| PrunedHorizon {
+            pruned_through: JobId(r.get("pruned_through_job_id")),
+            pruned_at: r.get("pruned_at"),
+        }))
     }
 
     async fn list(

@@ -92,3 +92,14 @@ pub async fn grant_runtime_role(
         .await?;
     Ok(())
 }
+
+/// Whether `schema` holds a prepared substrate.
+pub async fn is_substrate(
+    conn: &mut PgConnection,
+    schema: &awa_core::SchemaName,
+) -> Result<bool, MaintError> {
+    Ok(sqlx::query_scalar(include_str!("../sql/is_substrate.sql"))
+        .bind(schema.as_str())
+        .fetch_one(conn)
+        .await?)
+}

@@ -270,7 +270,12 @@ impl Pg {
         let choice = m.prune_choice(ring);
         let retired = m.retired(ring).is_some();
         let got = PgRings::new(schema())
-            .prune(&mut self.leader, pg_ring(ring), LOCK_TIMEOUT)
+            .prune(
+                &mut self.leader,
+                pg_ring(ring),
+                LOCK_TIMEOUT,
+                Duration::ZERO,
+            )
             .await
             .map_err(err)?;
         let got = prune_outcome(got)?;

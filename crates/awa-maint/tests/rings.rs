@@ -56,7 +56,10 @@ async fn rotate(pool: &PgPool, ring: Ring) -> RotateOutcome {
 
 async fn prune(pool: &PgPool, ring: Ring) -> PruneOutcome {
     let mut conn = pool.acquire().await.unwrap();
-    rings().prune(&mut conn, ring, LOCK_TIMEOUT).await.unwrap()
+    rings()
+        .prune(&mut conn, ring, LOCK_TIMEOUT, Duration::ZERO)
+        .await
+        .unwrap()
 }
 
 /// Prune until it settles (retire, then truncate), returning every outcome.

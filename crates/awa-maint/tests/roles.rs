@@ -80,7 +80,12 @@ async fn the_job_path_and_reclamation_run_under_the_runtime_role() {
     ));
     assert_eq!(
         rings
-            .prune(&mut rt, Ring::Queue, Duration::from_millis(200))
+            .prune(
+                &mut rt,
+                Ring::Queue,
+                Duration::from_millis(200),
+                Duration::ZERO
+            )
             .await
             .unwrap(),
         PruneOutcome::Retired { slot: 0 }
@@ -88,7 +93,12 @@ async fn the_job_path_and_reclamation_run_under_the_runtime_role() {
     // Without pg_read_all_stats the snapshot horizon cannot be proven.
     assert!(matches!(
         rings
-            .prune(&mut rt, Ring::Queue, Duration::from_millis(200))
+            .prune(
+                &mut rt,
+                Ring::Queue,
+                Duration::from_millis(200),
+                Duration::ZERO
+            )
             .await
             .unwrap(),
         PruneOutcome::HorizonUnknown { slot: 0, .. }
@@ -101,7 +111,12 @@ async fn the_job_path_and_reclamation_run_under_the_runtime_role() {
     .unwrap();
     assert_eq!(
         rings
-            .prune(&mut rt, Ring::Queue, Duration::from_millis(200))
+            .prune(
+                &mut rt,
+                Ring::Queue,
+                Duration::from_millis(200),
+                Duration::ZERO
+            )
             .await
             .unwrap(),
         PruneOutcome::Pruned { slot: 0 }

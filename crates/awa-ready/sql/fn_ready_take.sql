@@ -104,20 +104,24 @@ BEGIN
            FOR UPDATE SKIP LOCKED
     ),
     cand AS MATERIALIZED (
-        SELECT r.*, t.job_id IS NOT NULL AS dead
+        -- A job moved by ready_relocate has two entries with one lane_seq:
+        -- the tombstoned old copy and the live new one. The live copy sorts
+        -- first, so the LIMIT never keeps the dead twin while cutting off
+        -- the live one (the head would then pass a job nobody took).
+        SELECT r.*
           FROM lanes l
          CROSS JOIN frontier f
          CROSS JOIN LATERAL (
                 SELECT e.slot, e.lane_seq, e.job_id, e.kind, e.args, e.priority, e.shard,
                        e.attempt, e.max_attempts, e.run_lease, e.created_at, e.ready_at,
-                       e.unique_key, e.metadata
+                       e.unique_key, e.metadata, t.job_id IS NOT NULL AS dead
                   FROM {schema}.ready_entries e
+                  LEFT JOIN {schema}.ready_tombstones t
+                    ON t.slot = e.slot AND t.job_id = e.job_id AND t.lane_seq = e.lane_seq
                  WHERE e.queue = p_queue AND e.priority = l.priority AND e.shard = l.shard
                    AND e.lane_seq > l.head_seq AND e.lane_seq <= f.seq
-                 ORDER BY e.lane_seq
+                 ORDER BY e.lane_seq, t.job_id IS NOT NULL
                  LIMIT p_limit) r
-          LEFT JOIN {schema}.ready_tombstones t
-            ON t.slot = r.slot AND t.job_id = r.job_id AND t.lane_seq = r.lane_seq
     ),
     aged AS (
         SELECT c.*,

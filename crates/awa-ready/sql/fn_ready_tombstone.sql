@@ -13,8 +13,9 @@ DECLARE
     v_entry record;
     v_head  bigint;
 BEGIN
+    -- Which lane: any copy of the job's newest entry names it.
     FOR v_entry IN
-        SELECT e.slot, e.lane_seq, e.queue, e.priority, e.shard, e.attempt, e.run_lease
+        SELECT e.queue, e.priority, e.shard
           FROM {schema}.ready_entries e
          WHERE e.job_id = p_job_id
          ORDER BY e.lane_seq DESC
@@ -24,15 +25,29 @@ BEGIN
           FROM {schema}.lane_heads h
          WHERE h.queue = v_entry.queue AND h.priority = v_entry.priority AND h.shard = v_entry.shard
            FOR UPDATE;
-        IF v_head < v_entry.lane_seq THEN
-            INSERT INTO {schema}.ready_tombstones (slot, job_id, lane_seq)
-            VALUES (v_entry.slot, p_job_id, v_entry.lane_seq)
-            ON CONFLICT DO NOTHING;
-            IF FOUND THEN
-                RETURN QUERY SELECT v_entry.slot, v_entry.lane_seq, v_entry.queue,
-                                    v_entry.attempt, v_entry.run_lease;
-            END IF;
-        END IF;
+        -- Under the lane lock, in a new statement: the live copy. A job
+        -- moved by ready_relocate has a tombstoned old copy and a live new
+        -- one with the same lane position.
+        RETURN QUERY
+        WITH live AS (
+            SELECT e.slot, e.job_id, e.lane_seq, e.attempt, e.run_lease
+              FROM {schema}.ready_entries e
+             WHERE e.job_id = p_job_id AND e.queue = v_entry.queue
+               AND e.priority = v_entry.priority AND e.shard = v_entry.shard
+               AND e.lane_seq > v_head
+               AND NOT EXISTS (SELECT 1 FROM {schema}.ready_tombstones x
+                                WHERE x.slot = e.slot AND x.job_id = e.job_id AND x.lane_seq = e.lane_seq)
+             ORDER BY e.lane_seq DESC
+             LIMIT 1
+        ),
+        buried AS (
+            INSERT INTO {schema}.ready_tombstones AS t (slot, job_id, lane_seq)
+            SELECT l.slot, l.job_id, l.lane_seq FROM live l
+            ON CONFLICT DO NOTHING
+            RETURNING t.slot, t.lane_seq
+        )
+        SELECT b.slot, b.lane_seq, v_entry.queue, l.attempt, l.run_lease
+          FROM buried b JOIN live l ON l.slot = b.slot AND l.lane_seq = b.lane_seq;
     END LOOP;
 END
 $fn$;

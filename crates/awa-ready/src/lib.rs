@@ -34,4 +34,8 @@ pub const FUNCTIONS: &[(&str, &str)] = &[
         "ready_slot_live",
         include_str!("../sql/fn_ready_slot_live.sql"),
     ),
+    (
+        "ready_relocate",
+        include_str!("../sql/fn_ready_relocate.sql"),
+    ),
 ];

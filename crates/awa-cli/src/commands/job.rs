@@ -145,13 +145,19 @@ async fn dump(cli: &Cli, id: i64) -> Result<(), CliError> {
     let url = db::require_url(&cli.database_url)?;
     let mut conn = db::connect_migrated(url).await?;
     let schema = db::schema();
-    let Some(job) = PgHistoryPlane::new(schema.clone())
-        .job(&mut conn, id)
-        .await?
-    else {
-        return Err(CliError::NotFound(format!(
-            "no job with id {id} in schema {schema}"
-        )));
+    let history = PgHistoryPlane::new(schema.clone());
+    let Some(job) = history.job(&mut conn, id).await? else {
+        // Gone from every plane: say whether reclamation took it.
+        let horizon = history.horizon(&mut conn).await?;
+        return Err(CliError::NotFound(match horizon {
+            Some(h) if id <= h.pruned_through => format!(
+                "job {id} is no longer in schema {schema}: terminal history of jobs up to id {} \
+                 has been pruned (the latest at {}); `awa queue stats` still counts it",
+                h.pruned_through,
+                h.pruned_at.format("%Y-%m-%d %H:%M:%S UTC")
+            ),
+            _ => format!("no job with id {id} in schema {schema}"),
+        }));
     };
     output::emit(cli.json, &job, || dump_text(&job));
     Ok(())

@@ -1,6 +1,7 @@
 //! `awa storage ...`
 
-use crate::cli::{Cli, GrantArgs, PrepareArgs, StorageCommand};
+use crate::cli::{Cli, GrantArgs, PrepareArgs, StorageCommand, StorageConfigureArgs};
+use crate::input;
 use crate::{db, error::CliError, output};
 use awa_core::{SchemaName, SlotCounts, SubstrateShape};
 use awa_maint::substrate::{self, PrepareOutcome};
@@ -10,7 +11,49 @@ pub async fn run(cli: &Cli, cmd: &StorageCommand) -> Result<(), CliError> {
         StorageCommand::PrepareQueueStorageSchema(args) => prepare(cli, args).await,
         StorageCommand::Status => status(cli).await,
         StorageCommand::GrantRuntimeRole(args) => grant(cli, args).await,
+        StorageCommand::Configure(args) => configure(cli, args).await,
     }
+}
+
+async fn configure(cli: &Cli, args: &StorageConfigureArgs) -> Result<(), CliError> {
+    let schema = SchemaName::new(args.schema.clone())?;
+    let retention = match args.history_retention.as_str() {
+        "auto" => None,
+        text => {
+            let d = input::duration("--history-retention", text)?;
+            let max = awa_control::rings::MAX_HISTORY_RETENTION;
+            if d > max {
+                return Err(CliError::Usage(format!(
+                    "--history-retention {text:?} is longer than the maximum of 3650days"
+                )));
+            }
+            Some(d)
+        }
+    };
+    let url = db::require_url(&cli.database_url)?;
+    let mut conn = db::connect_migrated(url).await?;
+    if !substrate::is_substrate(&mut conn, &schema).await? {
+        return Err(CliError::NotFound(format!(
+            "schema {schema} is not a prepared substrate; prepare it first with awa storage prepare-queue-storage-schema"
+        )));
+    }
+    awa_control::rings::PgRings::new(schema.clone())
+        .set_history_retention(&mut conn, retention)
+        .await?;
+    let value = serde_json::json!({
+        "schema": schema,
+        "history_retention_secs": retention.map(|d| d.as_secs()),
+    });
+    output::emit(cli.json, &value, || match retention {
+        Some(d) => format!(
+            "substrate {schema}: terminal history is kept at least {} after its slot is sealed",
+            humantime::format_duration(d)
+        ),
+        None => format!(
+            "substrate {schema}: history retention is automatic ((queue slots - 2) x rotate interval)"
+        ),
+    });
+    Ok(())
 }
 
 async fn grant(cli: &Cli, args: &GrantArgs) -> Result<(), CliError> {

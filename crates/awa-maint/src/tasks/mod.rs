@@ -69,7 +69,11 @@ pub fn standard(
             settings.rotate_interval,
             instance.to_string(),
         )),
-        Arc::new(Prune::new(schema.clone(), settings.prune_interval)),
+        Arc::new(Prune::new(
+            schema.clone(),
+            settings.prune_interval,
+            settings.rotate_interval,
+        )),
         Arc::new(Rescue::new(
             schema.clone(),
             settings.rescue_stale,

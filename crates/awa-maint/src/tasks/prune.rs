@@ -17,14 +17,17 @@ pub struct Prune {
     rings: PgRings,
     interval: Duration,
     lock_timeout: Duration,
+    /// The leader's rotation cadence: sets the default history retention.
+    rotate_interval: Duration,
 }
 
 impl Prune {
-    pub fn new(schema: SchemaName, interval: Duration) -> Self {
+    pub fn new(schema: SchemaName, interval: Duration, rotate_interval: Duration) -> Self {
         Self {
             rings: PgRings::new(schema),
             interval,
             lock_timeout: Duration::from_millis(200),
+            rotate_interval,
         }
     }
 }
@@ -45,11 +48,17 @@ impl MaintTask for Prune {
         for ring in Ring::ALL {
             for _ in 0..STEPS_PER_RING {
                 let mut conn = pool.acquire().await?;
-                let outcome = self.rings.prune(&mut conn, ring, self.lock_timeout).await?;
+                let outcome = self
+                    .rings
+                    .prune(&mut conn, ring, self.lock_timeout, self.rotate_interval)
+                    .await?;
                 match outcome {
                     PruneOutcome::Pruned { .. } => pruned += 1,
                     PruneOutcome::Retired { .. } => {}
-                    PruneOutcome::NothingToPrune | PruneOutcome::LiveRows { .. } => break,
+                    PruneOutcome::NothingToPrune
+                    | PruneOutcome::Retained { .. }
+                    | PruneOutcome::LostRace { .. }
+                    | PruneOutcome::LiveRows { .. } => break,
                     other => {
                         skipped.push(format!("{} ring: {other:?}", ring.as_str()));
                         break;

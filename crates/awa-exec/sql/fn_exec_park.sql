@@ -1,0 +1,73 @@
+-- {schema}.exec_park(ring, slot, limit): move up to `limit` open attempts
+-- that keep ring slot `slot` live out of the rings, into parked_attempts.
+-- Called by ring_prune for the slot a ring must rotate onto next, so a job
+-- that runs for hours never stops reclamation.
+--
+--   queue: open attempts whose body is in that queue slot
+--   claim: open attempts whose receipt is in that claim slot
+--   lease: open attempts whose lease is in that lease slot
+--
+-- The move, per attempt, in this one transaction: insert the closure
+-- (receipt slot, job_id, run_lease) with outcome 'parked', and, only for the
+-- closures this call inserted, a parked_attempts row with the receipt, the
+-- lease's heartbeat and callback, and the job's body. The closure's primary
+-- key is the same arbiter finish uses, so parking and finishing exclude each
+-- other: a finisher that closed the attempt first makes the park do nothing;
+-- once parked, finish can only win by deleting the parked row (see finish).
+-- Either way the attempt has exactly one open piece of evidence at a time.
+--
+-- The worker's token (job_id, run_lease, claim_slot) stays valid: finish and
+-- heartbeat look for a parked row when the receipt is closed or gone.
+--
+-- Returns how many attempts were parked.
+CREATE OR REPLACE FUNCTION {schema}.exec_park(p_ring text, p_slot integer, p_limit integer)
+RETURNS integer LANGUAGE sql AS $fn$
+    WITH open AS (
+        -- Inner join with the body: an open receipt always has it (the
+        -- queue slot is not reclaimed while the receipt is open), and a
+        -- closure is never written for an attempt that is not then parked.
+        SELECT r.slot, r.job_id, r.run_lease, r.queue, r.attempt, r.claimed_at,
+               r.deadline_at, r.instance_id, r.ready_seq,
+               e.kind, e.args, e.priority, e.max_attempts, e.created_at, e.unique_key, e.metadata
+          FROM {schema}.claim_receipts r
+          JOIN {schema}.ready_entries e
+            ON e.slot = r.ready_slot AND e.job_id = r.job_id AND e.lane_seq = r.ready_seq
+         WHERE ((p_ring = 'queue' AND r.ready_slot = p_slot)
+                OR (p_ring = 'claim' AND r.slot = p_slot)
+                OR (p_ring = 'lease' AND EXISTS (
+                        SELECT 1 FROM {schema}.leases l
+                         WHERE l.slot = p_slot AND l.claim_slot = r.slot
+                           AND l.job_id = r.job_id AND l.run_lease = r.run_lease)))
+           AND NOT EXISTS (SELECT 1 FROM {schema}.claim_closures c
+                            WHERE c.slot = r.slot AND c.job_id = r.job_id AND c.run_lease = r.run_lease)
+         ORDER BY r.job_id
+         LIMIT p_limit
+    ),
+    closed AS (
+        INSERT INTO {schema}.claim_closures AS c (slot, job_id, run_lease, outcome)
+        SELECT o.slot, o.job_id, o.run_lease, 'parked' FROM open o
+        ON CONFLICT DO NOTHING
+        RETURNING c.slot, c.job_id, c.run_lease
+    ),
+    parked AS (
+        INSERT INTO {schema}.parked_attempts
+            (job_id, run_lease, claim_slot, queue, attempt, claimed_at, deadline_at, instance_id,
+             heartbeat_at, callback_id, callback_timeout,
+             ready_seq, kind, args, priority, max_attempts, created_at, unique_key, metadata)
+        SELECT o.job_id, o.run_lease, o.slot, o.queue, o.attempt, o.claimed_at,
+               coalesce(l.deadline_at, o.deadline_at), o.instance_id,
+               l.heartbeat_at, l.callback_id, l.callback_timeout,
+               o.ready_seq, o.kind, o.args, o.priority, o.max_attempts, o.created_at,
+               o.unique_key, o.metadata
+          FROM open o
+          JOIN closed c ON c.slot = o.slot AND c.job_id = o.job_id AND c.run_lease = o.run_lease
+          LEFT JOIN LATERAL (
+                SELECT l.heartbeat_at, l.deadline_at, l.callback_id, l.callback_timeout
+                  FROM {schema}.leases l
+                 WHERE l.claim_slot = o.slot AND l.job_id = o.job_id AND l.run_lease = o.run_lease
+                 ORDER BY l.heartbeat_at DESC
+                 LIMIT 1) l ON true
+        RETURNING 1
+    )
+    SELECT count(*)::integer FROM parked
+$fn$;
