@@ -76,3 +76,25 @@ RETURNS timestamptz LANGUAGE sql STABLE AS $fn$
                           - ((c.slot - p_slot + {schema}.ring_slot_count(p_ring)) % {schema}.ring_slot_count(p_ring))
                           + 1
 $fn$;
+
+-- {schema}.ring_slot_fresh(ring, slot): whether the current slot holds a row
+-- written since the ring moved onto it. Only rows that ready_relocate
+-- copied in keep an older ready_at (the original's); a slot holding nothing
+-- else has nothing new to seal, and rotating it would only carry the same
+-- stragglers round the ring for ever. Every other row counts as fresh.
+CREATE OR REPLACE FUNCTION {schema}.ring_slot_fresh(p_ring text, p_slot integer)
+RETURNS boolean LANGUAGE plpgsql STABLE AS $fn$
+DECLARE
+    v_since timestamptz;
+BEGIN
+    IF p_ring <> 'queue' THEN
+        RETURN NOT {schema}.ring_slot_empty(p_ring, p_slot);
+    END IF;
+    SELECT l.rotated_at INTO v_since FROM {schema}.ring_ledger l
+     WHERE l.ring = 'queue' ORDER BY l.generation DESC LIMIT 1;
+    RETURN EXISTS (SELECT 1 FROM {schema}.ready_entries e WHERE e.slot = p_slot AND e.ready_at >= v_since)
+        OR EXISTS (SELECT 1 FROM {schema}.ready_tombstones t WHERE t.slot = p_slot)
+        OR EXISTS (SELECT 1 FROM {schema}.done_entries d WHERE d.slot = p_slot)
+        OR EXISTS (SELECT 1 FROM {schema}.count_deltas c WHERE c.slot = p_slot);
+END
+$fn$;

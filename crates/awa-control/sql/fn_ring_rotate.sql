@@ -1,5 +1,6 @@
 -- {schema}.ring_rotate(ring, by): move a ring's current slot to the next one.
--- Returns 'rotated', 'idle' (the current slot is empty: nothing to seal),
+-- Returns 'rotated', 'idle' (the current slot holds nothing written since
+-- the ring moved onto it, see ring_slot_fresh: nothing to seal),
 -- 'incoming_not_empty' (the next slot still holds rows or awaits its
 -- truncation: rotating onto it would mix live data into the write slot),
 -- or 'lost_race' (another rotator appended this generation first; the
@@ -20,7 +21,7 @@ BEGIN
      ORDER BY l.generation DESC LIMIT 1;
     v_next := (v_cur + 1) % v_slots;
 
-    IF {schema}.ring_slot_empty(p_ring, v_cur) THEN
+    IF NOT {schema}.ring_slot_fresh(p_ring, v_cur) THEN
         outcome := 'idle';
     ELSIF NOT {schema}.ring_slot_empty(p_ring, v_next)
           OR EXISTS (SELECT 1 FROM {schema}.ring_retirements x WHERE x.ring = p_ring AND x.slot = v_next) THEN

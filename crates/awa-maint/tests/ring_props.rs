@@ -393,6 +393,8 @@ fn generated_sequences_reach_every_outcome() {
         "prune:snapshot_pinned",
         "prune:busy",
         "prune:unretired",
+        "prune:relocated",
+        "prune:parked",
     ] {
         assert!(
             seen.get(kind).copied().unwrap_or(0) > 0,

@@ -21,6 +21,11 @@
 //!   `fn_ring_rotate.sql` / `fn_ring_prune.sql`, including the retirement
 //!   marker, the fold of count deltas into rollups, and the read views that
 //!   leave retired slots out.
+//! * Evacuation (`ready_relocate`, `exec_park`): when the slot a ring
+//!   rotates onto next is still live, phase 1 first moves waiting jobs to
+//!   the current queue slot (same lane position, old copy tombstoned) and
+//!   parks open attempts out of the rings (a 'parked' closure plus a parked
+//!   row that finishing deletes); younger live slots are looked past.
 //! * A late writer: a producer transaction that drew its id, lane position
 //!   and slot at `LateWriterBegin` and commits or rolls back later. Its row is
 //!   physically there (it holds the partition's lock) but invisible.
@@ -60,11 +65,11 @@
 //! 6. One leader: the ledger is one chain, generation by generation, and
 //!    two racing rotators never both rotate.
 //! 7. Bounded storage ([`Model::check_bounded`]): with no snapshot and no
-//!    late writer open, running maintenance to a fixpoint leaves every ring
-//!    holding rows only from its oldest slot with live data up to the write
-//!    slot; with nothing live, the ring is empty. Storage is thus at most
-//!    (slots between the oldest live row and the write slot) x (rows written
-//!    per rotation), whatever the total history.
+//!    late writer open, running maintenance to a fixpoint leaves no sealed
+//!    slot that holds only dead rows, and the slot each ring rotates onto
+//!    next empty, whatever is live (a straggler, a job that runs for ever);
+//!    with nothing live, the ring is empty. Storage is thus at most
+//!    slots x (rows written per rotation), whatever the total history.
 //!
 //! Plus exact counts: rollups + count deltas equal the number of jobs that
 //! reached each terminal state, however much history was reclaimed.
@@ -358,6 +363,9 @@ impl PruneOutcome {
 pub struct PruneChoice {
     pub expected: PruneOutcome,
     pub tolerated: Vec<PruneOutcome>,
+    /// Phase 1 evacuates this slot (the one the ring rotates onto next)
+    /// before deciding.
+    pub evacuate: Option<usize>,
 }
 
 /// One attempt as the claim hands it out.
@@ -382,6 +390,8 @@ struct Entry {
     run_lease: i64,
     /// The open late writer whose uncommitted row this is.
     writer: Option<u32>,
+    /// A copy `ready_relocate` made (keeps the original's ready_at).
+    relocated: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -413,6 +423,13 @@ struct Lease {
     claim_slot: usize,
 }
 
+/// An attempt moved out of the rings by `exec_park`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Parked {
+    job: i64,
+    run_lease: i64,
+}
+
 #[derive(Debug, Clone, Default)]
 struct Slot {
     entries: Vec<Entry>,
@@ -436,6 +453,17 @@ impl Slot {
             + self.receipts.len()
             + self.closures.len()
             + self.leases.len()
+    }
+
+    /// Rows written since the ring moved onto this slot: a slot holding
+    /// only relocated copies has nothing new to seal (`ring_slot_fresh`).
+    fn fresh_rows(&self) -> usize {
+        self.visible_rows()
+            - self
+                .entries
+                .iter()
+                .filter(|e| e.writer.is_none() && e.relocated)
+                .count()
     }
 
     /// Every row, committed or not.
@@ -474,6 +502,7 @@ struct Store {
     slots: [Vec<Slot>; 3],
     retired: [Option<Retirement>; 3],
     deferred: Vec<Deferred>,
+    parked: Vec<Parked>,
     lane_head: i64,
     rollups: BTreeMap<State, i64>,
 }
@@ -583,6 +612,7 @@ impl Store {
                 }
             }
         }
+        out.extend(self.parked.iter().map(|p| (p.job, State::Running)));
         out.extend(self.deferred.iter().map(|d| (d.job, State::Retryable)));
         out.sort();
         out
@@ -682,6 +712,7 @@ impl Model {
                 slots: [slots(shape.queue), slots(shape.claim), slots(shape.lease)],
                 retired: [None; 3],
                 deferred: Vec::new(),
+                parked: Vec::new(),
                 lane_head: 0,
                 rollups: BTreeMap::new(),
             },
@@ -897,6 +928,7 @@ impl Model {
             attempt,
             run_lease,
             writer,
+            relocated: false,
         });
         lane_seq
     }
@@ -982,10 +1014,21 @@ impl Model {
         let mut out = Vec::new();
         for &(id, how) in batch {
             let t = self.token(id).expect("finishing a running job");
-            self.store
-                .slot_mut(Ring::Claim, t.claim_slot)
-                .closures
-                .push((id, t.run_lease));
+            // A parked attempt is finished by deleting its parked row; its
+            // terminal fact (body copied in) goes to the current queue slot.
+            let parked = self.parked(id, t.run_lease);
+            let hist_slot = if parked {
+                self.store
+                    .parked
+                    .retain(|p| !(p.job == id && p.run_lease == t.run_lease));
+                self.current(Ring::Queue)
+            } else {
+                self.store
+                    .slot_mut(Ring::Claim, t.claim_slot)
+                    .closures
+                    .push((id, t.run_lease));
+                t.ready_slot
+            };
             let next = match how {
                 How::Complete => State::Completed,
                 How::Cancel => State::Cancelled,
@@ -994,15 +1037,12 @@ impl Model {
                 How::Retry | How::Rescue => State::Failed,
             };
             if next.is_terminal() {
-                self.store
-                    .slot_mut(Ring::Queue, t.ready_slot)
-                    .done
-                    .push(Done {
-                        job: id,
-                        run_lease: t.run_lease,
-                        state: next,
-                    });
-                *deltas.entry((t.ready_slot, next)).or_default() += 1;
+                self.store.slot_mut(Ring::Queue, hist_slot).done.push(Done {
+                    job: id,
+                    run_lease: t.run_lease,
+                    state: next,
+                });
+                *deltas.entry((hist_slot, next)).or_default() += 1;
             } else {
                 self.store.deferred.push(Deferred {
                     job: id,
@@ -1033,12 +1073,16 @@ impl Model {
         let state = self.jobs.get(&id)?.state;
         match state {
             State::Available => {
-                // Its newest entry, as `ready_tombstone` picks it.
+                // Its newest live entry, as `ready_tombstone` picks it (a
+                // relocated job's old copy is tombstoned).
                 let (slot, e) = self.store.slots[Ring::Queue.idx()]
                     .iter()
                     .enumerate()
-                    .flat_map(|(s, slot)| slot.entries.iter().map(move |e| (s, e)))
-                    .filter(|(_, e)| e.job == id && e.writer.is_none())
+                    .flat_map(|(s, slot)| slot.entries.iter().map(move |e| (s, slot, e)))
+                    .filter(|(_, slot, e)| {
+                        e.job == id && e.writer.is_none() && !slot.tombstoned(e.job, e.lane_seq)
+                    })
+                    .map(|(s, _, e)| (s, e))
                     .max_by_key(|(_, e)| e.lane_seq)
                     .map(|(s, e)| (s, e.clone()))
                     .expect("an available job has an entry");
@@ -1088,6 +1132,10 @@ impl Model {
         let Some(t) = self.token(id) else {
             return false;
         };
+        if self.parked(id, t.run_lease) {
+            // Heartbeats go to the parked row: nothing in the rings.
+            return true;
+        }
         if self.jobs[&id].lease_slot.is_none() {
             let slot = self.current(Ring::Lease);
             self.store.slot_mut(Ring::Lease, slot).leases.push(Lease {
@@ -1240,7 +1288,7 @@ impl Model {
         let n = self.shape.slots(ring);
         let cur = self.current(ring);
         let next = (cur + 1) % n;
-        if self.slot_empty(ring, cur) {
+        if self.store.slot(ring, cur).fresh_rows() == 0 {
             RotateOutcome::Idle
         } else if !self.slot_empty(ring, next) || self.retired(ring) == Some(next) {
             RotateOutcome::IncomingNotEmpty { slot: next }
@@ -1380,21 +1428,105 @@ impl Model {
             return PruneChoice {
                 expected,
                 tolerated,
+                evacuate: None,
             };
         }
-        // Phase 1: the oldest sealed slot that holds rows.
-        let oldest = (1..n)
-            .map(|k| (cur + k) % n)
-            .find(|&s| !self.slot_empty(ring, s));
-        let expected = match oldest {
+        // Phase 1: the sealed slots that hold rows, oldest first; the one
+        // the ring rotates onto next is evacuated when live; the first dead
+        // one is retired (history retention is 0 in these tests).
+        let mut after = self.clone();
+        let mut evacuate = None;
+        let mut first_live = None;
+        let mut expected = None;
+        for k in 1..n {
+            let s = (cur + k) % n;
+            if after.slot_empty(ring, s) {
+                continue;
+            }
+            if k == 1 && after.store.live(ring, s).is_some() {
+                evacuate = Some(s);
+                after.evacuate(ring, s);
+            }
+            if after.store.live(ring, s).is_none() {
+                expected = Some(PruneOutcome::Retired { slot: s });
+                break;
+            }
+            first_live.get_or_insert(s);
+        }
+        let expected = expected.unwrap_or(match first_live {
+            Some(s) => PruneOutcome::LiveRows { slot: s },
             None => PruneOutcome::NothingToPrune,
-            Some(s) if self.store.live(ring, s).is_some() => PruneOutcome::LiveRows { slot: s },
-            Some(s) => PruneOutcome::Retired { slot: s },
-        };
+        });
         PruneChoice {
             expected,
             tolerated: Vec::new(),
+            evacuate,
         }
+    }
+
+    /// `ready_relocate` and `exec_park` on one slot: waiting jobs get a copy
+    /// in the current queue slot with the same lane position (the old copy
+    /// is tombstoned); open attempts that keep the slot live are closed as
+    /// 'parked' and move out of the rings.
+    fn evacuate(&mut self, ring: Ring, s: usize) {
+        if ring == Ring::Queue {
+            let cur = self.current(Ring::Queue);
+            let head = self.store.lane_head;
+            let slot = self.store.slot(Ring::Queue, s);
+            let waiting: Vec<Entry> = slot
+                .entries
+                .iter()
+                .filter(|e| {
+                    e.writer.is_none() && e.lane_seq > head && !slot.tombstoned(e.job, e.lane_seq)
+                })
+                .cloned()
+                .collect();
+            for e in waiting {
+                self.note("prune:relocated");
+                self.store
+                    .slot_mut(Ring::Queue, s)
+                    .tombstones
+                    .push((e.job, e.lane_seq));
+                self.store.slot_mut(Ring::Queue, cur).entries.push(Entry {
+                    relocated: true,
+                    ..e
+                });
+            }
+        }
+        let open: Vec<(usize, Receipt)> =
+            self.store
+                .open_receipts()
+                .filter(|(k, r)| match ring {
+                    Ring::Queue => r.ready_slot == s,
+                    Ring::Claim => *k == s,
+                    Ring::Lease => self.store.slot(Ring::Lease, s).leases.iter().any(|l| {
+                        l.job == r.job && l.run_lease == r.run_lease && l.claim_slot == *k
+                    }),
+                })
+                .map(|(k, r)| (k, r.clone()))
+                .collect();
+        for (k, r) in open {
+            self.note("prune:parked");
+            self.store
+                .slot_mut(Ring::Claim, k)
+                .closures
+                .push((r.job, r.run_lease));
+            self.store.parked.push(Parked {
+                job: r.job,
+                run_lease: r.run_lease,
+            });
+            if let Some(job) = self.jobs.get_mut(&r.job) {
+                // The lease row is no longer the attempt's evidence.
+                job.lease_slot = None;
+            }
+        }
+    }
+
+    fn parked(&self, job: i64, run_lease: i64) -> bool {
+        self.store
+            .parked
+            .iter()
+            .any(|p| p.job == job && p.run_lease == run_lease)
     }
 
     /// Apply a prune's outcome (the model's or PostgreSQL's). Err when it is
@@ -1404,6 +1536,15 @@ impl Model {
         let now = self.tick();
         self.note(outcome.kind());
         let phase2 = self.store.retired[ring.idx()].is_some();
+        if !phase2
+            && let Some(s) = choice.evacuate
+            && matches!(
+                outcome,
+                PruneOutcome::Retired { .. } | PruneOutcome::LiveRows { .. }
+            )
+        {
+            self.evacuate(ring, s);
+        }
         match outcome {
             PruneOutcome::Retired { slot } => {
                 if ring == Ring::Queue {
@@ -1673,15 +1814,21 @@ impl Model {
                     self.slot_rows()
                 ));
             }
-            let oldest = (1..n)
-                .map(|k| (cur + k) % n)
-                .find(|&s| self.store.slot(ring, s).all_rows() > 0);
-            if let Some(s) = oldest
-                && self.store.live(ring, s).is_none()
-            {
+            for s in (1..n).map(|k| (cur + k) % n) {
+                if self.store.slot(ring, s).all_rows() > 0 && self.store.live(ring, s).is_none() {
+                    return Err(format!(
+                        "bounded storage: after maintenance the sealed {} slot {s} holds only dead rows",
+                        ring.as_str()
+                    ));
+                }
+            }
+            let incoming = (cur + 1) % n;
+            if n > 1 && self.store.slot(ring, incoming).all_rows() > 0 {
                 return Err(format!(
-                    "bounded storage: after maintenance the oldest sealed {} slot {s} holds only dead rows",
-                    ring.as_str()
+                    "bounded storage: after maintenance the {} ring cannot rotate: slot {incoming}, \
+                     the next to write, still holds rows ({:?})",
+                    ring.as_str(),
+                    self.slot_rows()
                 ));
             }
         }
