@@ -1,0 +1,484 @@
+//! Stragglers and retention (issue 8, items 3, 4 and 12): a job nobody
+//! claims, a job that runs for ever and a racing pruner must not stop ring
+//! reclamation; terminal history is kept for its retention, not less.
+
+use awa_control::rings::{PgRings, PruneOutcome, Ring, RotateOutcome};
+use awa_core::{ClaimedJob, JobId, NewJob, QueueName};
+use awa_exec::{ExecPlane, Finish, PgExecPlane, Progress};
+use awa_history::{HistoryPlane, PgHistoryPlane};
+use awa_ready::{PgReadyPlane, ReadyPlane};
+use sqlx::{Connection, PgPool};
+use std::time::Duration;
+
+mod common;
+use common::{claim_all, schema, setup};
+
+const LOCK_TIMEOUT: Duration = Duration::from_millis(100);
+
+fn rings() -> PgRings {
+    PgRings::new(schema())
+}
+
+async fn enqueue(pool: &PgPool, q: &str, n: usize) -> Vec<JobId> {
+    let jobs: Vec<NewJob> = (0..n)
+        .map(|i| {
+            NewJob::new(
+                QueueName::new(q).unwrap(),
+                "t",
+                serde_json::json!({ "q": q, "i": i }),
+            )
+        })
+        .collect();
+    let mut conn = pool.acquire().await.unwrap();
+    PgReadyPlane::new(schema())
+        .enqueue(&mut conn, &jobs)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|e| e.job_id)
+        .collect()
+}
+
+async fn finish(pool: &PgPool, jobs: &[ClaimedJob], how: Finish) -> Vec<bool> {
+    let batch: Vec<_> = jobs.iter().map(|j| (j.token, how.clone())).collect();
+    let mut conn = pool.acquire().await.unwrap();
+    PgExecPlane::new(schema())
+        .finish(&mut conn, &batch)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|f| f.accepted)
+        .collect()
+}
+
+async fn prune(pool: &PgPool, ring: Ring, rotate_interval: Duration) -> PruneOutcome {
+    let mut conn = pool.acquire().await.unwrap();
+    rings()
+        .prune(&mut conn, ring, LOCK_TIMEOUT, rotate_interval)
+        .await
+        .unwrap()
+}
+
+/// One maintenance pass with history retention 0: rotate every ring, then
+/// prune each until it settles. Returns every prune outcome.
+async fn maintain(pool: &PgPool) -> Vec<PruneOutcome> {
+    let mut seen = Vec::new();
+    for ring in Ring::ALL {
+        let mut conn = pool.acquire().await.unwrap();
+        rings().rotate(&mut conn, ring, "test").await.unwrap();
+        for _ in 0..8 {
+            let o = prune(pool, ring, Duration::ZERO).await;
+            let more = matches!(
+                o,
+                PruneOutcome::Retired { .. } | PruneOutcome::Pruned { .. }
+            );
+            seen.push(o);
+            if !more {
+                break;
+            }
+        }
+    }
+    seen
+}
+
+/// Traffic on another queue: `n` jobs enqueued, claimed and completed.
+async fn busy_round(pool: &PgPool, n: usize) {
+    enqueue(pool, "busy", n).await;
+    let jobs = claim_all(pool, "busy", n as i32, n).await;
+    assert_eq!(jobs.len(), n);
+    assert!(
+        finish(pool, &jobs, Finish::Complete)
+            .await
+            .iter()
+            .all(|a| *a)
+    );
+}
+
+async fn count(pool: &PgPool, sql: &str) -> i64 {
+    // Test-only text: fixed table names, ids formatted by us.
+    sqlx::query_scalar(sqlx::AssertSqlSafe(sql.to_owned()))
+        .fetch_one(pool)
+        .await
+        .unwrap()
+}
+
+async fn state_of(pool: &PgPool, id: JobId) -> Option<String> {
+    sqlx::query_scalar("SELECT state FROM awa.jobs WHERE id = $1 ORDER BY run_lease DESC LIMIT 1")
+        .bind(id.0)
+        .fetch_optional(pool)
+        .await
+        .unwrap()
+}
+
+async fn set_paused(pool: &PgPool, q: &QueueName, paused: bool) {
+    use awa_control::{ControlPlane, PgControlPlane, queues::QueueConfig};
+    let mut conn = pool.acquire().await.unwrap();
+    let config = QueueConfig {
+        paused: Some(paused),
+        ..QueueConfig::default()
+    };
+    PgControlPlane
+        .configure_queue(&mut conn, q, &config)
+        .await
+        .unwrap();
+}
+
+/// 16 queue slots of 20 jobs: what the ring may hold with nothing pinned.
+const BOUND: i64 = 16 * 20 + 4;
+
+#[tokio::test]
+async fn one_unclaimed_job_on_an_unserved_queue_does_not_stop_reclamation() {
+    let (_db, pool) = setup().await;
+    let orphan = enqueue(&pool, "nobody", 1).await[0];
+    let mut outcomes = Vec::new();
+    for _ in 0..40 {
+        busy_round(&pool, 20).await;
+        outcomes.extend(maintain(&pool).await);
+    }
+    // Before the fix prune stopped at "job 1 is still waiting to be claimed"
+    // and every row of all 40 rounds stayed.
+    let ready = count(&pool, "SELECT count(*) FROM awa.ready_entries").await;
+    let done = count(&pool, "SELECT count(*) FROM awa.done_entries").await;
+    assert!(
+        ready <= BOUND,
+        "ready rows {ready} > {BOUND}; outcomes {outcomes:?}"
+    );
+    assert!(done <= BOUND, "terminal rows {done} > {BOUND}");
+    assert!(
+        outcomes
+            .iter()
+            .any(|o| matches!(o, PruneOutcome::Pruned { .. }))
+    );
+    // The straggler was carried along, still waiting, exactly once.
+    assert_eq!(state_of(&pool, orphan).await.as_deref(), Some("available"));
+    assert_eq!(
+        count(
+            &pool,
+            "SELECT count(*) FROM awa.live_jobs WHERE queue = 'nobody'"
+        )
+        .await,
+        1
+    );
+    // And it can still be claimed and finished, once.
+    let got = claim_all(&pool, "nobody", 10, 1).await;
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0].token.job_id, orphan);
+    assert_eq!(got[0].args, serde_json::json!({ "q": "nobody", "i": 0 }));
+    assert_eq!(finish(&pool, &got, Finish::Complete).await, vec![true]);
+    assert_eq!(state_of(&pool, orphan).await.as_deref(), Some("completed"));
+}
+
+#[tokio::test]
+async fn a_paused_queue_keeps_its_backlog_in_order_while_the_ring_turns() {
+    let (_db, pool) = setup().await;
+    let q = QueueName::new("held").unwrap();
+    set_paused(&pool, &q, true).await;
+    let first = enqueue(&pool, "held", 3).await;
+    for _ in 0..20 {
+        busy_round(&pool, 20).await;
+        maintain(&pool).await;
+    }
+    let later = enqueue(&pool, "held", 2).await;
+    // Relocated jobs keep their lane positions: one live copy each.
+    let waiting = count(
+        &pool,
+        "SELECT count(*) FROM awa.live_jobs WHERE queue = 'held' AND state = 'available'",
+    )
+    .await;
+    assert_eq!(waiting, 5);
+    let ready = count(&pool, "SELECT count(*) FROM awa.ready_entries").await;
+    assert!(ready <= BOUND, "ready rows {ready}");
+    set_paused(&pool, &q, false).await;
+    let got = claim_all(&pool, "held", 10, 5).await;
+    let order: Vec<JobId> = got.iter().map(|j| j.token.job_id).collect();
+    let want: Vec<JobId> = first.iter().chain(&later).copied().collect();
+    assert_eq!(order, want, "FIFO across relocation");
+}
+
+#[tokio::test]
+async fn cancelling_a_relocated_job_cancels_its_live_copy() {
+    let (_db, pool) = setup().await;
+    let id = enqueue(&pool, "nobody", 1).await[0];
+    for _ in 0..18 {
+        busy_round(&pool, 2).await;
+        maintain(&pool).await;
+    }
+    let slot = count(
+        &pool,
+        &format!(
+            "SELECT e.slot::bigint FROM awa.ready_entries e WHERE e.job_id = {} \
+              AND NOT EXISTS (SELECT 1 FROM awa.ready_tombstones t \
+                               WHERE t.slot = e.slot AND t.job_id = e.job_id AND t.lane_seq = e.lane_seq)",
+            id.0
+        ),
+    )
+    .await;
+    assert_ne!(slot, 0, "the job was relocated out of slot 0");
+    let mut conn = pool.acquire().await.unwrap();
+    let was = PgExecPlane::new(schema())
+        .cancel_job(&mut conn, id)
+        .await
+        .unwrap();
+    assert_eq!(was.as_deref(), Some("available"));
+    assert_eq!(state_of(&pool, id).await.as_deref(), Some("cancelled"));
+    assert!(claim_all(&pool, "nobody", 10, 0).await.is_empty());
+}
+
+#[tokio::test]
+async fn a_job_that_outlives_the_rings_is_parked_and_still_finishes_once() {
+    let (_db, pool) = setup().await;
+    let id = enqueue(&pool, "long", 1).await[0];
+    let job = claim_all(&pool, "long", 1, 1).await.remove(0);
+    let exec = PgExecPlane::new(schema());
+    let mut conn = pool.acquire().await.unwrap();
+    assert!(
+        exec.heartbeat(&mut conn, &job.token, &Progress::default())
+            .await
+            .unwrap()
+    );
+    drop(conn);
+    let mut outcomes = Vec::new();
+    for _ in 0..40 {
+        busy_round(&pool, 20).await;
+        outcomes.extend(maintain(&pool).await);
+        let mut conn = pool.acquire().await.unwrap();
+        let progress = Progress {
+            percent: Some(50),
+            ..Progress::default()
+        };
+        assert!(
+            exec.heartbeat(&mut conn, &job.token, &progress)
+                .await
+                .unwrap(),
+            "a parked attempt keeps heartbeating"
+        );
+    }
+    assert_eq!(
+        count(&pool, "SELECT count(*) FROM awa.parked_attempts").await,
+        1,
+        "outcomes {outcomes:?}"
+    );
+    for (table, bound) in [
+        ("ready_entries", BOUND),
+        ("claim_receipts", 8 * 20 + 4),
+        ("leases", 2),
+    ] {
+        let n = count(&pool, &format!("SELECT count(*) FROM awa.{table}")).await;
+        assert!(n <= bound, "{table}: {n} rows > {bound}");
+    }
+    assert_eq!(state_of(&pool, id).await.as_deref(), Some("running"));
+    // The worker's original token still finishes it, once, with its body.
+    assert_eq!(
+        finish(&pool, &[job.clone()], Finish::Complete).await,
+        vec![true]
+    );
+    assert_eq!(
+        finish(&pool, &[job.clone()], Finish::Complete).await,
+        vec![false]
+    );
+    let args: serde_json::Value =
+        sqlx::query_scalar("SELECT args FROM awa.terminal_jobs WHERE id = $1")
+            .bind(id.0)
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+    assert_eq!(args, serde_json::json!({ "q": "long", "i": 0 }));
+    assert_eq!(
+        count(&pool, "SELECT count(*) FROM awa.parked_attempts").await,
+        0
+    );
+    let mut conn = pool.acquire().await.unwrap();
+    assert!(
+        !exec
+            .heartbeat(&mut conn, &job.token, &Progress::default())
+            .await
+            .unwrap()
+    );
+}
+
+#[tokio::test]
+async fn a_parked_attempt_that_stops_heartbeating_is_rescued_and_its_writer_rejected() {
+    let (_db, pool) = setup().await;
+    let id = enqueue(&pool, "long", 1).await[0];
+    let job = claim_all(&pool, "long", 1, 1).await.remove(0);
+    for _ in 0..12 {
+        busy_round(&pool, 2).await;
+        maintain(&pool).await;
+    }
+    assert_eq!(
+        count(&pool, "SELECT count(*) FROM awa.parked_attempts").await,
+        1
+    );
+    let exec = PgExecPlane::new(schema());
+    let mut conn = pool.acquire().await.unwrap();
+    assert_eq!(
+        exec.rescue_stale(&mut conn, Duration::ZERO, 100)
+            .await
+            .unwrap(),
+        1
+    );
+    assert_eq!(state_of(&pool, id).await.as_deref(), Some("retryable"));
+    assert!(
+        !exec
+            .heartbeat(&mut conn, &job.token, &Progress::default())
+            .await
+            .unwrap()
+    );
+    drop(conn);
+    assert_eq!(finish(&pool, &[job], Finish::Complete).await, vec![false]);
+    assert_eq!(
+        count(&pool, "SELECT count(*) FROM awa.parked_attempts").await,
+        0
+    );
+}
+
+#[tokio::test]
+async fn cancelling_a_parked_attempt_finishes_it_as_cancelled() {
+    let (_db, pool) = setup().await;
+    let id = enqueue(&pool, "long", 1).await[0];
+    let job = claim_all(&pool, "long", 1, 1).await.remove(0);
+    for _ in 0..12 {
+        busy_round(&pool, 2).await;
+        maintain(&pool).await;
+    }
+    let exec = PgExecPlane::new(schema());
+    let mut conn = pool.acquire().await.unwrap();
+    assert_eq!(
+        exec.cancel_job(&mut conn, id).await.unwrap().as_deref(),
+        Some("running")
+    );
+    assert!(
+        !exec
+            .heartbeat(&mut conn, &job.token, &Progress::default())
+            .await
+            .unwrap()
+    );
+    drop(conn);
+    assert_eq!(state_of(&pool, id).await.as_deref(), Some("cancelled"));
+    assert_eq!(finish(&pool, &[job], Finish::Complete).await, vec![false]);
+}
+
+#[tokio::test]
+async fn terminal_history_is_kept_for_its_retention() {
+    let (_db, pool) = setup().await;
+    let ids = enqueue(&pool, "h", 5).await;
+    let jobs = claim_all(&pool, "h", 5, 5).await;
+    finish(&pool, &jobs, Finish::Complete).await;
+    // Seal the slot; move the ring a few times.
+    for _ in 0..3 {
+        busy_round(&pool, 1).await;
+        let mut conn = pool.acquire().await.unwrap();
+        assert!(matches!(
+            rings()
+                .rotate(&mut conn, Ring::Queue, "test")
+                .await
+                .unwrap(),
+            RotateOutcome::Rotated { .. }
+        ));
+    }
+    // Automatic retention: (16 - 2) x 30 s. The sealed slot is far younger.
+    let o = prune(&pool, Ring::Queue, Duration::from_secs(30)).await;
+    assert!(matches!(o, PruneOutcome::Retained { slot: 0, .. }), "{o:?}");
+    // An explicit retention wins over the automatic one.
+    let mut conn = pool.acquire().await.unwrap();
+    rings()
+        .set_history_retention(&mut conn, Some(Duration::from_secs(3600)))
+        .await
+        .unwrap();
+    let o = prune(&pool, Ring::Queue, Duration::ZERO).await;
+    assert!(matches!(o, PruneOutcome::Retained { slot: 0, .. }), "{o:?}");
+    let kept = count(
+        &pool,
+        "SELECT count(*) FROM awa.terminal_jobs WHERE queue = 'h'",
+    )
+    .await;
+    assert_eq!(kept, 5, "history within its retention stays readable");
+    let history = PgHistoryPlane::new(schema());
+    assert_eq!(history.horizon(&mut conn).await.unwrap(), None);
+
+    // Retention 0: the slot goes, and the horizon says so.
+    rings()
+        .set_history_retention(&mut conn, Some(Duration::ZERO))
+        .await
+        .unwrap();
+    let o = prune(&pool, Ring::Queue, Duration::ZERO).await;
+    assert!(matches!(o, PruneOutcome::Retired { slot: 0 }), "{o:?}");
+    assert!(history.job(&mut conn, ids[0]).await.unwrap().is_none());
+    let horizon = history.horizon(&mut conn).await.unwrap().expect("pruned");
+    assert!(horizon.pruned_through >= ids[4]);
+    assert!(
+        rings()
+            .set_history_retention(&mut conn, Some(Duration::from_secs(3651 * 86_400)))
+            .await
+            .is_err()
+    );
+}
+
+#[tokio::test]
+async fn two_pruners_racing_for_one_slot_is_an_outcome_not_an_error() {
+    let (db, pool) = setup().await;
+    enqueue(&pool, "r", 1).await;
+    let jobs = claim_all(&pool, "r", 1, 1).await;
+    finish(&pool, &jobs, Finish::Complete).await;
+    let mut conn = pool.acquire().await.unwrap();
+    rings()
+        .rotate(&mut conn, Ring::Queue, "test")
+        .await
+        .unwrap();
+    drop(conn);
+
+    // Phase 1: A retires in an open transaction; B races it.
+    let mut a = sqlx::PgConnection::connect(db.url()).await.unwrap();
+    let mut tx = a.begin().await.unwrap();
+    let first = rings()
+        .prune(&mut tx, Ring::Queue, LOCK_TIMEOUT, Duration::ZERO)
+        .await
+        .unwrap();
+    assert_eq!(first, PruneOutcome::Retired { slot: 0 });
+    let racer = {
+        let pool = pool.clone();
+        tokio::spawn(async move { prune(&pool, Ring::Queue, Duration::ZERO).await })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    tx.commit().await.unwrap();
+    let second = racer.await.unwrap();
+    assert_eq!(
+        second,
+        PruneOutcome::LostRace { slot: 0 },
+        "was a duplicate key error"
+    );
+
+    // Phase 2: A truncates in an open transaction; B waits for the lock,
+    // then must find the slot no longer retired rather than truncate again.
+    let mut tx = a.begin().await.unwrap();
+    let first = rings()
+        .prune(&mut tx, Ring::Queue, LOCK_TIMEOUT, Duration::ZERO)
+        .await
+        .unwrap();
+    assert_eq!(first, PruneOutcome::Pruned { slot: 0 });
+    let racer = {
+        let pool = pool.clone();
+        tokio::spawn(async move {
+            let mut conn = pool.acquire().await.unwrap();
+            rings()
+                .prune(
+                    &mut conn,
+                    Ring::Queue,
+                    Duration::from_secs(10),
+                    Duration::ZERO,
+                )
+                .await
+                .unwrap()
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    tx.commit().await.unwrap();
+    let second = racer.await.unwrap();
+    assert!(
+        matches!(
+            second,
+            PruneOutcome::LostRace { .. } | PruneOutcome::NothingToPrune
+        ),
+        "{second:?}"
+    );
+}
