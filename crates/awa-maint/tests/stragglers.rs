@@ -269,11 +269,11 @@ async fn a_job_that_outlives_the_rings_is_parked_and_still_finishes_once() {
     assert_eq!(state_of(&pool, id).await.as_deref(), Some("running"));
     // The worker's original token still finishes it, once, with its body.
     assert_eq!(
-        finish(&pool, &[job.clone()], Finish::Complete).await,
+        finish(&pool, std::slice::from_ref(&job), Finish::Complete).await,
         vec![true]
     );
     assert_eq!(
-        finish(&pool, &[job.clone()], Finish::Complete).await,
+        finish(&pool, std::slice::from_ref(&job), Finish::Complete).await,
         vec![false]
     );
     let args: serde_json::Value =
