@@ -21,7 +21,51 @@
 --
 -- Returns how many attempts were parked.
 CREATE OR REPLACE FUNCTION {schema}.exec_park(p_ring text, p_slot integer, p_limit integer)
-RETURNS integer LANGUAGE sql AS $fn$
+RETURNS integer LANGUAGE plpgsql AS $fn$
+#variable_conflict use_column
+DECLARE
+    v_slots  integer[];
+    v_jobs   bigint[];
+    v_leases bigint[];
+    v_parked integer;
+BEGIN
+    -- Which attempts: one statement per ring, each shaped so the planner
+    -- can prune to the partitions it names (claim: one claim slot; lease:
+    -- one lease slot, then receipts by primary key).
+    IF p_ring = 'claim' THEN
+        SELECT array_agg(r.slot), array_agg(r.job_id), array_agg(r.run_lease)
+          INTO v_slots, v_jobs, v_leases
+          FROM (SELECT r.slot, r.job_id, r.run_lease FROM {schema}.claim_receipts r
+                 WHERE r.slot = p_slot
+                   AND NOT EXISTS (SELECT 1 FROM {schema}.claim_closures c
+                                    WHERE c.slot = r.slot AND c.job_id = r.job_id AND c.run_lease = r.run_lease)
+                 ORDER BY r.job_id LIMIT p_limit) r;
+    ELSIF p_ring = 'lease' THEN
+        SELECT array_agg(r.slot), array_agg(r.job_id), array_agg(r.run_lease)
+          INTO v_slots, v_jobs, v_leases
+          FROM (SELECT DISTINCT r.slot, r.job_id, r.run_lease
+                  FROM {schema}.leases l
+                  JOIN {schema}.claim_receipts r
+                    ON r.slot = l.claim_slot AND r.job_id = l.job_id AND r.run_lease = l.run_lease
+                 WHERE l.slot = p_slot
+                   AND NOT EXISTS (SELECT 1 FROM {schema}.claim_closures c
+                                    WHERE c.slot = r.slot AND c.job_id = r.job_id AND c.run_lease = r.run_lease)
+                 ORDER BY r.job_id LIMIT p_limit) r;
+    ELSE
+        -- Receipts are not indexed by body slot; this is the same scan
+        -- exec_slot_live('queue') makes, and runs only for a live slot.
+        SELECT array_agg(r.slot), array_agg(r.job_id), array_agg(r.run_lease)
+          INTO v_slots, v_jobs, v_leases
+          FROM (SELECT r.slot, r.job_id, r.run_lease FROM {schema}.claim_receipts r
+                 WHERE r.ready_slot = p_slot
+                   AND NOT EXISTS (SELECT 1 FROM {schema}.claim_closures c
+                                    WHERE c.slot = r.slot AND c.job_id = r.job_id AND c.run_lease = r.run_lease)
+                 ORDER BY r.job_id LIMIT p_limit) r;
+    END IF;
+    IF v_jobs IS NULL THEN
+        RETURN 0;
+    END IF;
+
     WITH open AS (
         -- Inner join with the body: an open receipt always has it (the
         -- queue slot is not reclaimed while the receipt is open), and a
@@ -29,19 +73,11 @@ RETURNS integer LANGUAGE sql AS $fn$
         SELECT r.slot, r.job_id, r.run_lease, r.queue, r.attempt, r.claimed_at,
                r.deadline_at, r.instance_id, r.ready_seq,
                e.kind, e.args, e.priority, e.max_attempts, e.created_at, e.unique_key, e.metadata
-          FROM {schema}.claim_receipts r
+          FROM unnest(v_slots, v_jobs, v_leases) AS k(slot, job_id, run_lease)
+          JOIN {schema}.claim_receipts r
+            ON r.slot = k.slot AND r.job_id = k.job_id AND r.run_lease = k.run_lease
           JOIN {schema}.ready_entries e
             ON e.slot = r.ready_slot AND e.job_id = r.job_id AND e.lane_seq = r.ready_seq
-         WHERE ((p_ring = 'queue' AND r.ready_slot = p_slot)
-                OR (p_ring = 'claim' AND r.slot = p_slot)
-                OR (p_ring = 'lease' AND EXISTS (
-                        SELECT 1 FROM {schema}.leases l
-                         WHERE l.slot = p_slot AND l.claim_slot = r.slot
-                           AND l.job_id = r.job_id AND l.run_lease = r.run_lease)))
-           AND NOT EXISTS (SELECT 1 FROM {schema}.claim_closures c
-                            WHERE c.slot = r.slot AND c.job_id = r.job_id AND c.run_lease = r.run_lease)
-         ORDER BY r.job_id
-         LIMIT p_limit
     ),
     closed AS (
         INSERT INTO {schema}.claim_closures AS c (slot, job_id, run_lease, outcome)
@@ -69,5 +105,7 @@ RETURNS integer LANGUAGE sql AS $fn$
                  LIMIT 1) l ON true
         RETURNING 1
     )
-    SELECT count(*)::integer FROM parked
+    SELECT count(*)::integer INTO v_parked FROM parked;
+    RETURN v_parked;
+END
 $fn$;
