@@ -37,6 +37,11 @@ pub struct SubstrateStatus {
     pub slots: SlotCounts,
     pub installed_at: DateTime<Utc>,
     pub active: bool,
+    /// The substrate's own history retention; `None`: automatic, (queue
+    /// slots - 2) x the leader's rotate interval.
+    pub history_retention_secs: Option<f64>,
+    /// Running attempts moved out of the rings (jobs that outlived them).
+    pub parked_attempts: i64,
     pub rings: Vec<RingCursor>,
     /// Estimated rows per ring slot (statistics collector).
     pub slot_rows: Vec<SlotRows>,
@@ -188,6 +193,8 @@ pub async fn storage_status(conn: &mut PgConnection) -> Result<StorageStatus, Co
                 claim: shape.get("claim_slot_count"),
             },
             installed_at: shape.get("installed_at"),
+            history_retention_secs: shape.get("history_retention_secs"),
+            parked_attempts: shape.get("parked_attempts"),
             schema,
             rings,
         });

@@ -148,6 +148,16 @@ async fn status(cli: &Cli) -> Result<(), CliError> {
                 s.slots.lease,
                 s.slots.claim
             ));
+            out.push_str(&format!(
+                "    history retention: {}; parked attempts: {}\n",
+                match s.history_retention_secs {
+                    Some(secs) =>
+                        humantime::format_duration(std::time::Duration::from_secs_f64(secs))
+                            .to_string(),
+                    None => "auto ((queue slots - 2) x rotate interval)".to_string(),
+                },
+                s.parked_attempts
+            ));
             for r in &s.rings {
                 let rows: Vec<String> = s
                     .slot_rows
