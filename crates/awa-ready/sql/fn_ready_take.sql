@@ -51,6 +51,8 @@ DECLARE
     v_seq      bigint;
     v_xid      xid8;
     v_frontier bigint;
+    v_prios    smallint[];
+    v_shards   smallint[];
 BEGIN
     SELECT s.last_value INTO v_seq FROM {schema}.ready_seq s;
     -- Nothing visible past any lane head: return at once, keeping the old
@@ -92,16 +94,33 @@ BEGIN
         v_frontier := 0;
     END IF;
 
+    -- Lock the lanes in a statement of their own, BEFORE the statement that
+    -- reads entries and tombstones. A canceller (ready_tombstone) holds the
+    -- lane lock while it writes a tombstone, so every tombstone of a locked
+    -- lane committed before we got the lock, and the next statement's
+    -- snapshot sees it. Reading the tombstones in the locking statement
+    -- itself used a snapshot older than the lock and handed out jobs that
+    -- had just been cancelled (claimed and cancelled at once, their unique
+    -- key released while they ran).
+    SELECT coalesce(array_agg(l.priority), '{}'), coalesce(array_agg(l.shard), '{}')
+      INTO v_prios, v_shards
+      FROM (SELECT h.priority, h.shard
+              FROM {schema}.lane_heads h
+             WHERE h.queue = p_queue
+             ORDER BY h.priority DESC, h.shard
+               FOR UPDATE SKIP LOCKED) l;
+
     RETURN QUERY
     WITH frontier AS (
         SELECT v_frontier AS seq
     ),
     lanes AS MATERIALIZED (
+        -- Ours until commit: head_seq read here is current.
         SELECT h.priority, h.shard, h.head_seq
           FROM {schema}.lane_heads h
+          JOIN unnest(v_prios, v_shards) AS k(priority, shard)
+            ON k.priority = h.priority AND k.shard = h.shard
          WHERE h.queue = p_queue
-         ORDER BY h.priority DESC, h.shard
-           FOR UPDATE SKIP LOCKED
     ),
     cand AS MATERIALIZED (
         SELECT r.*, t.job_id IS NOT NULL AS dead
