@@ -5,10 +5,15 @@
 -- * max_attempts NULL takes the queue's default (awa.queue_meta, else 25).
 -- * run_at NULL or not in the future: runnable now, appended to the ready
 --   ring in array order; otherwise held by the deferred plane.
--- * unique_key: at most one non-terminal job per key. A job whose key is
---   taken is not inserted; its row reports the owner's id and
---   inserted = false. A concurrent enqueue of the same key waits for the
---   first to commit or roll back (the primary key of job_uniques).
+-- * unique_key: at most one non-terminal job per key (unique_take). A job
+--   whose key is taken is not inserted; its row reports the owner's id and
+--   inserted = false. A job is created exactly when this call inserted its
+--   key row, so a key never commits without its job. A concurrent enqueue
+--   of the same key waits for the first to commit or roll back (the primary
+--   key of job_uniques). Within one call the first element with a key wins;
+--   later ones report it. Under REPEATABLE READ / SERIALIZABLE, a key taken
+--   by a transaction that committed after the caller's snapshot is refused
+--   with SQLSTATE 40001 (retry the transaction).
 --
 -- Returns one row per input element, in input order.
 CREATE OR REPLACE FUNCTION {schema}.enqueue(
@@ -63,16 +68,10 @@ BEGIN
         RETURN;
     END IF;
 
+    -- Ownership of every key is decided by what unique_take inserted for
+    -- it; an element is created below only when it owns its key.
     IF EXISTS (SELECT 1 FROM unnest(p_unique_keys) k WHERE k IS NOT NULL) THEN
-        INSERT INTO {schema}.job_uniques (unique_key, job_id)
-        SELECT k.key, k.id FROM unnest(p_unique_keys, v_ids) AS k(key, id)
-         WHERE k.key IS NOT NULL
-        ON CONFLICT DO NOTHING;
-        -- A new statement sees keys committed by racing producers.
-        v_owners := ARRAY(SELECT coalesce(u.job_id, k.id)
-                            FROM unnest(p_unique_keys, v_ids) WITH ORDINALITY AS k(key, id, ord)
-                            LEFT JOIN {schema}.job_uniques u ON u.unique_key = k.key
-                           ORDER BY k.ord);
+        v_owners := {schema}.unique_take(p_unique_keys, v_ids);
     ELSE
         v_owners := v_ids;
     END IF;

@@ -103,7 +103,8 @@ impl ReadyPlane for PgReadyPlane {
         .bind(unique_keys)
         .bind(metadata)
         .fetch_all(conn)
-        .await?;
+        .await
+        .map_err(ReadyError::from_database)?;
         Ok(rows
             .into_iter()
             .map(|row| Enqueued {
