@@ -310,7 +310,8 @@ async fn dlq_opt_in_snooze_and_cancel() {
         .retry(&mut conn, &awa_dlq::Selection::One(dead))
         .await
         .unwrap();
-    assert_eq!(retried, vec![dead]);
+    assert_eq!(retried.retried, vec![dead]);
+    assert!(retried.kept.is_empty());
     drop(conn);
     let again = claim_all(&pool, "dlq", 1, 1).await.remove(0);
     assert_eq!(again.token.job_id, dead);

@@ -476,3 +476,105 @@ async fn racing_producers_finishers_and_cancellers_keep_keys_unique() {
     // (a), (b) and every live keyed job owning its key.
     check_uniques(&pool).await;
 }
+
+/// Dead-letter `id` (max_attempts 1, fails once); returns when it is there.
+async fn dead_letter(pool: &PgPool, id: JobId) {
+    let claimed = common::claim_all(pool, "dq", 10, 1).await;
+    let c = claimed
+        .iter()
+        .find(|c| c.token.job_id == id)
+        .expect("the job was claimed");
+    let mut conn = pool.acquire().await.unwrap();
+    let r = PgExecPlane::new(schema())
+        .finish(
+            &mut conn,
+            &[(
+                c.token,
+                Finish::Fail {
+                    error: "bad".into(),
+                },
+            )],
+        )
+        .await
+        .unwrap();
+    assert_eq!(r[0].next_state, Some(awa_core::JobState::DeadLettered));
+}
+
+/// A dead-lettered job released its key; retrying it takes the key again,
+/// and when a newer job holds the key the entry stays dead-lettered and
+/// says who holds it.
+#[tokio::test]
+async fn a_dlq_retry_takes_its_key_again_or_stays_when_a_newer_job_holds_it() {
+    use awa_dlq::{DlqPlane, KeyHeld, PgDlqPlane, Selection};
+    let (_db, pool) = setup().await;
+    let mut conn = pool.acquire().await.unwrap();
+    awa_control::queues::QueueConfig {
+        dlq_enabled: Some(true),
+        ..Default::default()
+    }
+    .apply(&mut conn, &QueueName::new("dq").unwrap())
+    .await
+    .unwrap();
+    drop(conn);
+    let dlq = PgDlqPlane::new(schema());
+    let mut once = keyed("dq", "D1");
+    once.max_attempts = Some(1);
+
+    let first = enqueue(&pool, std::slice::from_ref(&once)).await[0];
+    dead_letter(&pool, first.job_id).await;
+    assert_eq!(owner_of(&pool, "D1").await, None, "dead-lettering releases");
+
+    // Free key: the retry owns it again, and a producer is told so.
+    let mut conn = pool.acquire().await.unwrap();
+    let r = dlq
+        .retry(&mut conn, &Selection::One(first.job_id))
+        .await
+        .unwrap();
+    drop(conn);
+    assert_eq!((r.retried, r.kept), (vec![first.job_id], vec![]));
+    assert_eq!(owner_of(&pool, "D1").await, Some(first.job_id.0));
+    let dup = enqueue(&pool, std::slice::from_ref(&once)).await[0];
+    assert_eq!((dup.job_id, dup.inserted), (first.job_id, false));
+    check_uniques(&pool).await;
+
+    // Dead again; a newer job takes the key meanwhile.
+    dead_letter(&pool, first.job_id).await;
+    let newer = enqueue(&pool, &[keyed("other", "D1")]).await[0];
+    assert!(newer.inserted);
+    let mut conn = pool.acquire().await.unwrap();
+    let r = dlq
+        .retry(&mut conn, &Selection::All { queue: None })
+        .await
+        .unwrap();
+    drop(conn);
+    assert_eq!(r.retried, vec![]);
+    assert_eq!(
+        r.kept,
+        vec![KeyHeld {
+            job_id: first.job_id,
+            unique_key: "D1".into(),
+            held_by: newer.job_id,
+        }]
+    );
+    assert_eq!(
+        state_of(&pool, first.job_id.0).await.as_deref(),
+        Some("dead_lettered")
+    );
+    assert_eq!(owner_of(&pool, "D1").await, Some(newer.job_id.0));
+    check_uniques(&pool).await;
+
+    // Once the newer job is gone, the retry goes through.
+    let mut conn = pool.acquire().await.unwrap();
+    PgExecPlane::new(schema())
+        .cancel_job(&mut conn, newer.job_id)
+        .await
+        .unwrap();
+    let r = dlq
+        .retry(&mut conn, &Selection::One(first.job_id))
+        .await
+        .unwrap();
+    drop(conn);
+    assert_eq!(r.retried, vec![first.job_id]);
+    assert_eq!(owner_of(&pool, "D1").await, Some(first.job_id.0));
+    check_uniques(&pool).await;
+}
