@@ -17,7 +17,13 @@ BEGIN
             queue_slot_count   integer     NOT NULL,
             lease_slot_count   integer     NOT NULL,
             claim_slot_count   integer     NOT NULL,
-            installed_at       timestamptz NOT NULL DEFAULT now()
+            installed_at       timestamptz NOT NULL DEFAULT now(),
+            -- Largest job enqueue accepts: bytes of args + metadata as JSON
+            -- text (jsonb::text). Workers hold a claimed job in memory, so
+            -- this bounds a worker per job. Change with
+            -- UPDATE <schema>.substrate_info SET max_job_bytes = n (migrator).
+            max_job_bytes      integer     NOT NULL DEFAULT 1048576
+                               CHECK (max_job_bytes BETWEEN 1024 AND 268435456)
         )$ddl$, p_schema);
 
     -- Append-only ring cursors: the newest generation of a ring is its

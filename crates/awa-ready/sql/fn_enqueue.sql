@@ -15,6 +15,12 @@
 --   by a transaction that committed after the caller's snapshot is refused
 --   with SQLSTATE 40001 (retry the transaction).
 --
+-- * size: args + metadata of one job, as JSON text (jsonb::text), must not
+--   exceed the substrate's max_job_bytes (substrate_info, default 1 MiB).
+--   A larger job refuses the whole call (SQLSTATE 54000,
+--   program_limit_exceeded) before anything is written: workers hold a
+--   claimed job in memory, and every producer path comes through here.
+--
 -- Returns one row per input element, in input order.
 CREATE OR REPLACE FUNCTION {schema}.enqueue(
     p_queues       text[],
@@ -34,6 +40,9 @@ DECLARE
     v_owners bigint[];
     v_max    integer[];
     v_now_runnable boolean;
+    v_limit     integer;
+    v_big_ord   bigint;
+    v_big_bytes bigint;
     a_ids bigint[]; a_queues text[]; a_priorities smallint[]; a_kinds text[]; a_args jsonb[];
     a_max integer[]; a_run_at timestamptz[]; a_keys text[]; a_meta jsonb[];
 BEGIN
@@ -45,6 +54,30 @@ BEGIN
        OR array_length(p_max_attempts, 1) IS DISTINCT FROM v_n OR array_length(p_unique_keys, 1) IS DISTINCT FROM v_n
        OR array_length(p_metadata, 1) IS DISTINCT FROM v_n THEN
         RAISE EXCEPTION 'enqueue arrays differ in length' USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+
+    -- The size limit. Rendering to text costs, so only values whose stored
+    -- size could reach the limit are measured (JSON text is at most ~6x the
+    -- binary jsonb size: a control character, 1 byte stored, is 6 as
+    -- \u0001; we allow 8x), plus any compressed value, whose stored size
+    -- says nothing.
+    SELECT s.max_job_bytes INTO v_limit FROM {schema}.substrate_info s;
+    SELECT b.ord, b.bytes INTO v_big_ord, v_big_bytes
+      FROM (SELECT i.ord, octet_length(i.a::text) + coalesce(octet_length(i.md::text), 0) AS bytes
+              FROM unnest(p_args, p_metadata) WITH ORDINALITY AS i(a, md, ord)
+             WHERE (coalesce(pg_column_size(i.a), 0) + coalesce(pg_column_size(i.md), 0))::bigint * 8 > v_limit
+                OR pg_column_compression(i.a) IS NOT NULL
+                OR pg_column_compression(i.md) IS NOT NULL) b
+     WHERE b.bytes > v_limit
+     ORDER BY b.ord
+     LIMIT 1;
+    IF FOUND THEN
+        RAISE EXCEPTION 'job % of this enqueue (queue %, kind %) has % bytes of args and metadata, over the limit of % bytes',
+                        v_big_ord, p_queues[v_big_ord], p_kinds[v_big_ord], v_big_bytes, v_limit
+            USING ERRCODE = 'program_limit_exceeded',
+                  DETAIL = 'Nothing of this enqueue was written.',
+                  HINT = 'Store large payloads elsewhere (a table, object storage) and pass a reference in args; '
+                         'the limit is max_job_bytes in the substrate''s substrate_info.';
     END IF;
 
     -- ready_append's ordering rule: xid before any lane position.

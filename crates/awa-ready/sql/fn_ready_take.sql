@@ -1,5 +1,6 @@
 -- {schema}.ready_take(queue, limit, cand_seq, cand_xid, aging): take up to
--- `limit` runnable jobs of a queue, in order, advancing the lane heads past
+-- `limit` runnable jobs of a queue, and at most 8 MiB of args + metadata
+-- (stored size; at least one job), in order, advancing the lane heads past
 -- them. Called only from the execution plane's claim, in the same
 -- statement that writes the receipts.
 --
@@ -148,12 +149,23 @@ BEGIN
          WHERE NOT c.dead
     ),
     ranked AS (
-        SELECT a.*, row_number() OVER (ORDER BY a.effective DESC, a.lane_seq) AS rn
+        SELECT a.*, row_number() OVER w AS rn,
+               -- Bytes handed out so far, this job included (as stored).
+               sum(pg_column_size(a.args) + coalesce(pg_column_size(a.metadata), 0)) OVER w AS bytes
           FROM aged a
+        WINDOW w AS (ORDER BY a.effective DESC, a.lane_seq ROWS UNBOUNDED PRECEDING)
+    ),
+    -- A batch is bounded by count and by bytes (8 MiB; the first job is
+    -- always taken, whatever its size). Both bounds cut ranked order, so
+    -- what is taken is still a prefix of it and, per lane, a prefix of the
+    -- lane: the heads below move past exactly what is taken.
+    chosen AS (
+        SELECT r.*, r.rn <= p_limit AND (r.rn = 1 OR r.bytes <= 8388608) AS take
+          FROM ranked r
     ),
     first_left AS (
         SELECT r.priority, r.shard, min(r.lane_seq) AS seq
-          FROM ranked r WHERE r.rn > p_limit
+          FROM chosen r WHERE NOT r.take
          GROUP BY r.priority, r.shard
     ),
     new_heads AS (
@@ -175,7 +187,7 @@ BEGIN
         SELECT r.job_id, r.slot, r.lane_seq, r.kind, r.args, r.priority, r.attempt,
                r.max_attempts, r.run_lease, r.created_at, r.ready_at, r.unique_key,
                r.metadata, r.rn
-          FROM ranked r WHERE r.rn <= p_limit
+          FROM chosen r WHERE r.take
     )
     SELECT t.job_id, t.slot, t.lane_seq, t.kind, t.args, t.priority, t.attempt,
            t.max_attempts, t.run_lease, t.created_at, t.ready_at, t.unique_key, t.metadata,

@@ -13,6 +13,13 @@ pub enum ReadyError {
          transaction (or enqueue under READ COMMITTED)"
     )]
     Serialization(#[source] sqlx::Error),
+    /// SQLSTATE 54000 from enqueue: a job's args plus metadata exceed the
+    /// substrate's `max_job_bytes`. Nothing of the call was written.
+    #[error(
+        "enqueue refused: {0}; store large payloads elsewhere and pass a reference in args \
+         (the limit is max_job_bytes in the substrate's substrate_info)"
+    )]
+    TooLarge(#[source] sqlx::Error),
     #[error("database error in the ready plane: {0}")]
     Database(#[from] sqlx::Error),
 }
@@ -22,6 +29,7 @@ impl ReadyError {
     pub(crate) fn from_database(err: sqlx::Error) -> Self {
         match err.as_database_error().and_then(|db| db.code()) {
             Some(code) if code == "40001" => ReadyError::Serialization(err),
+            Some(code) if code == "54000" => ReadyError::TooLarge(err),
             _ => ReadyError::Database(err),
         }
     }
