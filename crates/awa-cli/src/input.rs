@@ -47,6 +47,49 @@ pub fn json(flag: &str, text: &str) -> Result<serde_json::Value, CliError> {
     })
 }
 
+/// The most `--args -` / `--args-file` reads: the largest job any
+/// substrate can be configured to accept (the database enforces the
+/// substrate's own limit).
+pub const MAX_ARGS_READ: u64 = 256 << 20;
+
+/// Job arguments from `--args JSON`, `--args -` (stdin) or `--args-file
+/// PATH`; `{}` when none is given.
+pub fn job_args(
+    inline: Option<&str>,
+    file: Option<&std::path::Path>,
+) -> Result<serde_json::Value, CliError> {
+    use std::io::Read;
+    let read = |what: &str, source: &mut dyn Read| -> Result<String, CliError> {
+        let mut text = String::new();
+        source
+            .take(MAX_ARGS_READ + 1)
+            .read_to_string(&mut text)
+            .map_err(|err| CliError::Usage(format!("could not read {what}: {err}")))?;
+        if text.len() as u64 > MAX_ARGS_READ {
+            return Err(CliError::Usage(format!(
+                "{what} holds more than {MAX_ARGS_READ} bytes, more than any job may carry; \
+                 store large payloads elsewhere and pass a reference in args"
+            )));
+        }
+        Ok(text)
+    };
+    match (inline, file) {
+        (Some("-"), _) => {
+            let text = read("the job args from stdin (--args -)", &mut std::io::stdin())?;
+            json("--args -", &text)
+        }
+        (Some(text), _) => json("--args", text),
+        (None, Some(path)) => {
+            let what = format!("--args-file {}", path.display());
+            let mut f = std::fs::File::open(path)
+                .map_err(|err| CliError::Usage(format!("could not open {what}: {err}")))?;
+            let text = read(&what, &mut f)?;
+            json("--args-file", &text)
+        }
+        (None, None) => Ok(serde_json::json!({})),
+    }
+}
+
 pub fn timestamp(flag: &str, text: &str) -> Result<DateTime<Utc>, CliError> {
     DateTime::parse_from_rfc3339(text)
         .map(|t| t.with_timezone(&Utc))

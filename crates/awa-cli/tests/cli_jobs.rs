@@ -2,7 +2,7 @@
 
 mod common;
 
-use common::{Run, awa, enqueue, migrated_db, spawn_awa};
+use common::{Run, awa, awa_stdin, enqueue, migrated_db, spawn_awa};
 use serde_json::{Value, json};
 use sqlx::Connection;
 
@@ -554,4 +554,71 @@ async fn worker_stops_gracefully_on_sigterm() {
     worker.terminate();
     let run = worker.finish().json();
     assert_eq!(run["completed"], 4, "{run}");
+}
+
+/// Arguments beyond what a command line can carry (128 KiB) come from a
+/// file or stdin; arguments over the substrate's job size limit are refused
+/// with a clear message and write nothing.
+#[tokio::test]
+async fn large_args_from_a_file_or_stdin_and_oversized_args_are_refused() {
+    let db = migrated_db().await;
+    let url = db.url();
+    let blob = |bytes: usize| format!(r#"{{"blob":"{}"}}"#, "ab".repeat(bytes / 2));
+    let dir = std::env::temp_dir().join(format!("awa-cli-args-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let big = dir.join("big.json");
+    std::fs::write(&big, blob(200 * 1024)).unwrap();
+    let huge = dir.join("huge.json");
+    std::fs::write(&huge, blob(1536 * 1024)).unwrap();
+    let base = ["job", "enqueue", "--queue", "big", "--kind", "k", "--json"];
+    let with = |extra: &[&str]| -> Vec<String> {
+        base.iter().chain(extra).map(|s| s.to_string()).collect()
+    };
+    let run = |extra: &[&str]| {
+        let args = with(extra);
+        awa(url, &args.iter().map(String::as_str).collect::<Vec<_>>())
+    };
+    let run_stdin = |extra: &[&str], input: String| {
+        let args = with(extra);
+        awa_stdin(
+            url,
+            &args.iter().map(String::as_str).collect::<Vec<_>>(),
+            input.into_bytes(),
+        )
+    };
+    let (big_path, huge_path) = (big.to_str().unwrap(), huge.to_str().unwrap());
+
+    let from_file = run(&["--args-file", big_path]).json();
+    assert_eq!(from_file["inserted"], 1, "{from_file}");
+    let id = from_file["ids"][0].as_i64().unwrap();
+    let dumped = awa(url, &["job", "dump", &id.to_string(), "--json"]).json();
+    assert_eq!(
+        dumped["args"]["blob"].as_str().map(str::len),
+        Some(200 * 1024),
+        "the args arrive whole"
+    );
+
+    let from_stdin = run_stdin(&["--args", "-"], blob(300 * 1024));
+    assert_eq!(from_stdin.json()["inserted"], 1, "{from_stdin:#?}");
+
+    // Over the limit: refused, saying what and what to do; nothing written.
+    run(&["--args-file", huge_path])
+        .refused("over the limit of 1048576 bytes")
+        .refused("pass a reference");
+    run_stdin(&["--args", "-"], blob(1536 * 1024)).refused("over the limit of 1048576 bytes");
+    run(&["--args-file", huge_path, "--count", "3"]).refused("over the limit");
+
+    // Bad sources are refused before connecting.
+    run(&["--args", "{}", "--args-file", big_path]).refused("cannot be used with");
+    run(&["--args-file", dir.join("none.json").to_str().unwrap()])
+        .refused("could not open --args-file");
+    run_stdin(&["--args", "-"], "{not json".into()).refused("--args - is not valid JSON");
+
+    let mut conn = sqlx::PgConnection::connect(url).await.expect("connect");
+    let jobs: i64 = sqlx::query_scalar("SELECT count(*) FROM awa.jobs WHERE queue = 'big'")
+        .fetch_one(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(jobs, 2, "only the two accepted jobs exist");
+    std::fs::remove_dir_all(&dir).unwrap();
 }

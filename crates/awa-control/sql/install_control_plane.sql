@@ -21,7 +21,13 @@ BEGIN
             -- Minimum time a queue-ring slot's terminal history is kept
             -- after the slot is sealed; NULL: (queue slots - 2) x the
             -- leader's rotate interval (see ring_prune).
-            history_retention  interval    CHECK (history_retention BETWEEN interval '0' AND interval '3650 days')
+            history_retention  interval    CHECK (history_retention BETWEEN interval '0' AND interval '3650 days'),
+            -- Largest job enqueue accepts: bytes of args + metadata as JSON
+            -- text (jsonb::text). Workers hold a claimed job in memory, so
+            -- this bounds a worker per job. Change with
+            -- UPDATE <schema>.substrate_info SET max_job_bytes = n (migrator).
+            max_job_bytes      integer     NOT NULL DEFAULT 1048576
+                               CHECK (max_job_bytes BETWEEN 1024 AND 268435456)
         )$ddl$, p_schema);
 
     -- Append-only ring cursors: the newest generation of a ring is its

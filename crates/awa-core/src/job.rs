@@ -136,7 +136,53 @@ impl std::fmt::Display for JobState {
     }
 }
 
+/// Counts what serde writes, so a size is known without a copy.
+struct ByteCount(usize);
+
+impl std::io::Write for ByteCount {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0 += buf.len();
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+fn json_len(value: &serde_json::Value) -> usize {
+    let mut count = ByteCount(0);
+    // Writing a Value into a counter cannot fail.
+    let _ = serde_json::to_writer(&mut count, value);
+    count.0
+}
+
 impl NewJob {
+    /// The default size limit of one job: args plus metadata as JSON text,
+    /// 1 MiB. The database enforces its substrate's `max_job_bytes`
+    /// (this by default) for every producer; producers check it early.
+    pub const DEFAULT_MAX_BYTES: usize = 1 << 20;
+
+    /// Bytes of args plus metadata as compact JSON. PostgreSQL's rendering
+    /// (`jsonb::text`, which the database limit measures) is never shorter,
+    /// so a job within the limit here may still be refused there, never
+    /// the other way round.
+    pub fn json_bytes(&self) -> usize {
+        json_len(&self.args) + self.metadata.as_ref().map_or(0, json_len)
+    }
+
+    /// Refuse a job whose args plus metadata exceed `limit` bytes.
+    pub fn check_size(&self, limit: usize) -> Result<(), crate::InvalidInput> {
+        let bytes = self.json_bytes();
+        if bytes > limit {
+            return Err(crate::InvalidInput::TooLarge {
+                what: "job args and metadata",
+                bytes,
+                limit,
+            });
+        }
+        Ok(())
+    }
+
     pub const MAX_KIND_LEN: usize = 255;
     pub const MAX_UNIQUE_KEY_LEN: usize = 512;
     pub const MAX_ATTEMPTS: i32 = 1000;

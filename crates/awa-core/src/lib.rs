@@ -28,6 +28,15 @@ pub enum InvalidInput {
         value: String,
         why: String,
     },
+    #[error(
+        "{what} is {bytes} bytes, over the limit of {limit} bytes: store large payloads \
+         elsewhere (a table, object storage) and pass a reference"
+    )]
+    TooLarge {
+        what: &'static str,
+        bytes: usize,
+        limit: usize,
+    },
     #[error("{what} must be between {min} and {max} (got {value}): {hint}")]
     OutOfRange {
         what: &'static str,

@@ -18,7 +18,10 @@ BEGIN
             created_at   timestamptz NOT NULL,
             dead_at      timestamptz NOT NULL DEFAULT now(),
             last_error   text,
-            metadata     jsonb
+            metadata     jsonb,
+            -- The key the job held until it was dead-lettered; retry takes
+            -- it again (dlq_retry).
+            unique_key   text
         )$ddl$, p_schema);
     EXECUTE format('CREATE INDEX IF NOT EXISTS dlq_entries_queue_idx ON %1$I.dlq_entries (queue, dead_at)', p_schema);
 END

@@ -10,7 +10,7 @@ mod error;
 mod plane;
 
 pub use error::Error as DlqError;
-pub use plane::{DlqEntry, DlqPlane, PgDlqPlane, Selection};
+pub use plane::{DlqEntry, DlqPlane, KeyHeld, PgDlqPlane, Retried, Selection};
 
 /// DDL: defines `awa.install_dlq_plane(schema)`.
 pub const INSTALL_SQL: &str = include_str!("../sql/install_dlq_plane.sql");

@@ -37,6 +37,25 @@ pub struct DlqEntry {
     pub last_error: Option<String>,
 }
 
+/// What a retry did with the selected entries.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Retried {
+    /// Moved back to their queues, in the order they were dead-lettered.
+    pub retried: Vec<JobId>,
+    /// Still dead-lettered: each one's unique key is held by a newer
+    /// unfinished job.
+    pub kept: Vec<KeyHeld>,
+}
+
+/// A dead-lettered job that was not retried because a newer job holds its
+/// unique key; retry it once that job has finished, or purge it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct KeyHeld {
+    pub job_id: JobId,
+    pub unique_key: String,
+    pub held_by: JobId,
+}
+
 #[async_trait]
 pub trait DlqPlane: Send + Sync + std::fmt::Debug {
     async fn list(
@@ -45,12 +64,9 @@ pub trait DlqPlane: Send + Sync + std::fmt::Debug {
         queue: Option<&QueueName>,
         limit: i64,
     ) -> Result<Vec<DlqEntry>, DlqError>;
-    /// Back to the ready ring as fresh work (attempt 0); the ids moved.
-    async fn retry(
-        &self,
-        conn: &mut PgConnection,
-        which: &Selection,
-    ) -> Result<Vec<JobId>, DlqError>;
+    /// Back to the ready ring as fresh work (attempt 0), each re-taking the
+    /// unique key it had; an entry whose key a newer job holds is kept.
+    async fn retry(&self, conn: &mut PgConnection, which: &Selection) -> Result<Retried, DlqError>;
     /// Delete for good; the ids removed.
     async fn purge(
         &self,
@@ -103,13 +119,9 @@ impl DlqPlane for PgDlqPlane {
             .collect())
     }
 
-    async fn retry(
-        &self,
-        conn: &mut PgConnection,
-        which: &Selection,
-    ) -> Result<Vec<JobId>, DlqError> {
+    async fn retry(&self, conn: &mut PgConnection, which: &Selection) -> Result<Retried, DlqError> {
         let (id, queue, all) = which.binds();
-        let ids: Vec<i64> = sqlx::query_scalar(statement(
+        let rows = sqlx::query(statement(
             include_str!("../sql/call_retry.sql"),
             &self.schema,
         ))
@@ -118,7 +130,19 @@ impl DlqPlane for PgDlqPlane {
         .bind(all)
         .fetch_all(conn)
         .await?;
-        Ok(ids.into_iter().map(JobId).collect())
+        let mut out = Retried::default();
+        for row in rows {
+            let job_id = JobId(row.get("job_id"));
+            match row.get::<Option<i64>, _>("held_by") {
+                None => out.retried.push(job_id),
+                Some(owner) => out.kept.push(KeyHeld {
+                    job_id,
+                    unique_key: row.get("unique_key"),
+                    held_by: JobId(owner),
+                }),
+            }
+        }
+        Ok(out)
     }
 
     async fn purge(

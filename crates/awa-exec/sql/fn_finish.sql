@@ -171,9 +171,9 @@ BEGIN
     dead AS (
         INSERT INTO {schema}.dlq_entries
             (job_id, queue, priority, kind, args, attempt, max_attempts, run_lease,
-             created_at, last_error, metadata)
+             created_at, last_error, metadata, unique_key)
         SELECT w.job_id, w.queue, w.priority, w.kind, w.args, w.attempt, w.max_attempts,
-               w.run_lease, w.created_at, w.error, w.metadata
+               w.run_lease, w.created_at, w.error, w.metadata, w.unique_key
           FROM won w
          WHERE w.next_state = 'dead_lettered'
     ),

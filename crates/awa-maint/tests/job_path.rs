@@ -310,7 +310,8 @@ async fn dlq_opt_in_snooze_and_cancel() {
         .retry(&mut conn, &awa_dlq::Selection::One(dead))
         .await
         .unwrap();
-    assert_eq!(retried, vec![dead]);
+    assert_eq!(retried.retried, vec![dead]);
+    assert!(retried.kept.is_empty());
     drop(conn);
     let again = claim_all(&pool, "dlq", 1, 1).await.remove(0);
     assert_eq!(again.token.job_id, dead);
@@ -561,4 +562,87 @@ async fn priority_aging_lets_old_low_priority_work_overtake_fresh_high_priority_
         .map(|c| c.token.job_id)
         .collect();
     assert_eq!(order, vec![old_low, fresh_high]);
+}
+
+/// Pseudo-random hex, which PostgreSQL cannot compress much.
+fn noise(bytes: usize) -> String {
+    let mut x: u64 = 0x2545_f491_4f6c_dd1d;
+    (0..bytes)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            char::from_digit((x % 16) as u32, 16).unwrap()
+        })
+        .collect()
+}
+
+/// One claim call that returned something (the frontier may need a retry).
+async fn claim_batch(
+    pool: &PgPool,
+    q: &str,
+    limit: i32,
+    frontier: &mut Frontier,
+) -> Vec<ClaimedJob> {
+    for _ in 0..500 {
+        let mut conn = pool.acquire().await.unwrap();
+        let got = PgExecPlane::new(schema())
+            .claim(&mut conn, &queue(q), limit, frontier, None)
+            .await
+            .unwrap();
+        if !got.is_empty() {
+            return got;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    Vec::new()
+}
+
+#[tokio::test]
+async fn a_claim_batch_is_bounded_by_bytes_and_takes_at_least_one_job() {
+    let (_db, pool) = setup().await;
+    let jobs: Vec<NewJob> = (0..12)
+        .map(|i| {
+            NewJob::new(
+                queue("fat"),
+                "t",
+                serde_json::json!({"i": i, "blob": noise(900_000)}),
+            )
+        })
+        .collect();
+    let ids = enqueue(&pool, &jobs).await;
+    let mut frontier = Frontier::default();
+    // 8 MiB per batch: nine of these 900 kB jobs, not the 100 asked for.
+    let first = claim_batch(&pool, "fat", 100, &mut frontier).await;
+    let second = claim_batch(&pool, "fat", 100, &mut frontier).await;
+    let got: Vec<JobId> = first
+        .iter()
+        .chain(&second)
+        .map(|c| c.token.job_id)
+        .collect();
+    assert_eq!((first.len(), second.len()), (9, 3));
+    assert_eq!(got, ids, "in order, each once");
+
+    // A job larger than the batch bound still goes out, alone.
+    let mut conn = pool.acquire().await.unwrap();
+    sqlx::query("UPDATE awa.substrate_info SET max_job_bytes = 16777216")
+        .execute(&mut *conn)
+        .await
+        .unwrap();
+    drop(conn);
+    let huge = NewJob::new(
+        queue("fat"),
+        "t",
+        serde_json::json!({"blob": noise(9_000_000)}),
+    );
+    let plane = PgReadyPlane::new(schema()).with_max_job_bytes(16 << 20);
+    let mut conn = pool.acquire().await.unwrap();
+    let two = plane.enqueue(&mut conn, &[huge, job("fat")]).await.unwrap();
+    drop(conn);
+    let alone = claim_batch(&pool, "fat", 100, &mut frontier).await;
+    assert_eq!(alone.len(), 1);
+    assert_eq!(alone[0].token.job_id, two[0].job_id);
+    let next = claim_batch(&pool, "fat", 100, &mut frontier).await;
+    assert_eq!(next.len(), 1);
+    assert_eq!(next[0].token.job_id, two[1].job_id);
 }

@@ -5,10 +5,21 @@
 -- * max_attempts NULL takes the queue's default (awa.queue_meta, else 25).
 -- * run_at NULL or not in the future: runnable now, appended to the ready
 --   ring in array order; otherwise held by the deferred plane.
--- * unique_key: at most one non-terminal job per key. A job whose key is
---   taken is not inserted; its row reports the owner's id and
---   inserted = false. A concurrent enqueue of the same key waits for the
---   first to commit or roll back (the primary key of job_uniques).
+-- * unique_key: at most one non-terminal job per key (unique_take). A job
+--   whose key is taken is not inserted; its row reports the owner's id and
+--   inserted = false. A job is created exactly when this call inserted its
+--   key row, so a key never commits without its job. A concurrent enqueue
+--   of the same key waits for the first to commit or roll back (the primary
+--   key of job_uniques). Within one call the first element with a key wins;
+--   later ones report it. Under REPEATABLE READ / SERIALIZABLE, a key taken
+--   by a transaction that committed after the caller's snapshot is refused
+--   with SQLSTATE 40001 (retry the transaction).
+--
+-- * size: args + metadata of one job, as JSON text (jsonb::text), must not
+--   exceed the substrate's max_job_bytes (substrate_info, default 1 MiB).
+--   A larger job refuses the whole call (SQLSTATE 54000,
+--   program_limit_exceeded) before anything is written: workers hold a
+--   claimed job in memory, and every producer path comes through here.
 --
 -- Returns one row per input element, in input order.
 CREATE OR REPLACE FUNCTION {schema}.enqueue(
@@ -29,6 +40,9 @@ DECLARE
     v_owners bigint[];
     v_max    integer[];
     v_now_runnable boolean;
+    v_limit     integer;
+    v_big_ord   bigint;
+    v_big_bytes bigint;
     a_ids bigint[]; a_queues text[]; a_priorities smallint[]; a_kinds text[]; a_args jsonb[];
     a_max integer[]; a_run_at timestamptz[]; a_keys text[]; a_meta jsonb[];
 BEGIN
@@ -40,6 +54,30 @@ BEGIN
        OR array_length(p_max_attempts, 1) IS DISTINCT FROM v_n OR array_length(p_unique_keys, 1) IS DISTINCT FROM v_n
        OR array_length(p_metadata, 1) IS DISTINCT FROM v_n THEN
         RAISE EXCEPTION 'enqueue arrays differ in length' USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+
+    -- The size limit. Rendering to text costs, so only values whose stored
+    -- size could reach the limit are measured (JSON text is at most ~6x the
+    -- binary jsonb size: a control character, 1 byte stored, is 6 as
+    -- \u0001; we allow 8x), plus any compressed value, whose stored size
+    -- says nothing.
+    SELECT s.max_job_bytes INTO v_limit FROM {schema}.substrate_info s;
+    SELECT b.ord, b.bytes INTO v_big_ord, v_big_bytes
+      FROM (SELECT i.ord, octet_length(i.a::text) + coalesce(octet_length(i.md::text), 0) AS bytes
+              FROM unnest(p_args, p_metadata) WITH ORDINALITY AS i(a, md, ord)
+             WHERE (coalesce(pg_column_size(i.a), 0) + coalesce(pg_column_size(i.md), 0))::bigint * 8 > v_limit
+                OR pg_column_compression(i.a) IS NOT NULL
+                OR pg_column_compression(i.md) IS NOT NULL) b
+     WHERE b.bytes > v_limit
+     ORDER BY b.ord
+     LIMIT 1;
+    IF FOUND THEN
+        RAISE EXCEPTION 'job % of this enqueue (queue %, kind %) has % bytes of args and metadata, over the limit of % bytes',
+                        v_big_ord, p_queues[v_big_ord], p_kinds[v_big_ord], v_big_bytes, v_limit
+            USING ERRCODE = 'program_limit_exceeded',
+                  DETAIL = 'Nothing of this enqueue was written.',
+                  HINT = 'Store large payloads elsewhere (a table, object storage) and pass a reference in args; '
+                         'the limit is max_job_bytes in the substrate''s substrate_info.';
     END IF;
 
     -- ready_append's ordering rule: xid before any lane position.
@@ -63,16 +101,10 @@ BEGIN
         RETURN;
     END IF;
 
+    -- Ownership of every key is decided by what unique_take inserted for
+    -- it; an element is created below only when it owns its key.
     IF EXISTS (SELECT 1 FROM unnest(p_unique_keys) k WHERE k IS NOT NULL) THEN
-        INSERT INTO {schema}.job_uniques (unique_key, job_id)
-        SELECT k.key, k.id FROM unnest(p_unique_keys, v_ids) AS k(key, id)
-         WHERE k.key IS NOT NULL
-        ON CONFLICT DO NOTHING;
-        -- A new statement sees keys committed by racing producers.
-        v_owners := ARRAY(SELECT coalesce(u.job_id, k.id)
-                            FROM unnest(p_unique_keys, v_ids) WITH ORDINALITY AS k(key, id, ord)
-                            LEFT JOIN {schema}.job_uniques u ON u.unique_key = k.key
-                           ORDER BY k.ord);
+        v_owners := {schema}.unique_take(p_unique_keys, v_ids);
     ELSE
         v_owners := v_ids;
     END IF;

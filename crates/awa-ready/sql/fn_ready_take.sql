@@ -1,5 +1,6 @@
 -- {schema}.ready_take(queue, limit, cand_seq, cand_xid, aging): take up to
--- `limit` runnable jobs of a queue, in order, advancing the lane heads past
+-- `limit` runnable jobs of a queue, and at most 8 MiB of args + metadata
+-- (stored size; at least one job), in order, advancing the lane heads past
 -- them. Called only from the execution plane's claim, in the same
 -- statement that writes the receipts.
 --
@@ -51,6 +52,8 @@ DECLARE
     v_seq      bigint;
     v_xid      xid8;
     v_frontier bigint;
+    v_prios    smallint[];
+    v_shards   smallint[];
 BEGIN
     SELECT s.last_value INTO v_seq FROM {schema}.ready_seq s;
     -- Nothing visible past any lane head: return at once, keeping the old
@@ -92,16 +95,33 @@ BEGIN
         v_frontier := 0;
     END IF;
 
+    -- Lock the lanes in a statement of their own, BEFORE the statement that
+    -- reads entries and tombstones. A canceller (ready_tombstone) holds the
+    -- lane lock while it writes a tombstone, so every tombstone of a locked
+    -- lane committed before we got the lock, and the next statement's
+    -- snapshot sees it. Reading the tombstones in the locking statement
+    -- itself used a snapshot older than the lock and handed out jobs that
+    -- had just been cancelled (claimed and cancelled at once, their unique
+    -- key released while they ran).
+    SELECT coalesce(array_agg(l.priority), '{}'), coalesce(array_agg(l.shard), '{}')
+      INTO v_prios, v_shards
+      FROM (SELECT h.priority, h.shard
+              FROM {schema}.lane_heads h
+             WHERE h.queue = p_queue
+             ORDER BY h.priority DESC, h.shard
+               FOR UPDATE SKIP LOCKED) l;
+
     RETURN QUERY
     WITH frontier AS (
         SELECT v_frontier AS seq
     ),
     lanes AS MATERIALIZED (
+        -- Ours until commit: head_seq read here is current.
         SELECT h.priority, h.shard, h.head_seq
           FROM {schema}.lane_heads h
+          JOIN unnest(v_prios, v_shards) AS k(priority, shard)
+            ON k.priority = h.priority AND k.shard = h.shard
          WHERE h.queue = p_queue
-         ORDER BY h.priority DESC, h.shard
-           FOR UPDATE SKIP LOCKED
     ),
     cand AS MATERIALIZED (
         -- A job moved by ready_relocate has two entries with one lane_seq:
@@ -133,12 +153,23 @@ BEGIN
          WHERE NOT c.dead
     ),
     ranked AS (
-        SELECT a.*, row_number() OVER (ORDER BY a.effective DESC, a.lane_seq) AS rn
+        SELECT a.*, row_number() OVER w AS rn,
+               -- Bytes handed out so far, this job included (as stored).
+               sum(pg_column_size(a.args) + coalesce(pg_column_size(a.metadata), 0)) OVER w AS bytes
           FROM aged a
+        WINDOW w AS (ORDER BY a.effective DESC, a.lane_seq ROWS UNBOUNDED PRECEDING)
+    ),
+    -- A batch is bounded by count and by bytes (8 MiB; the first job is
+    -- always taken, whatever its size). Both bounds cut ranked order, so
+    -- what is taken is still a prefix of it and, per lane, a prefix of the
+    -- lane: the heads below move past exactly what is taken.
+    chosen AS (
+        SELECT r.*, r.rn <= p_limit AND (r.rn = 1 OR r.bytes <= 8388608) AS take
+          FROM ranked r
     ),
     first_left AS (
         SELECT r.priority, r.shard, min(r.lane_seq) AS seq
-          FROM ranked r WHERE r.rn > p_limit
+          FROM chosen r WHERE NOT r.take
          GROUP BY r.priority, r.shard
     ),
     new_heads AS (
@@ -160,7 +191,7 @@ BEGIN
         SELECT r.job_id, r.slot, r.lane_seq, r.kind, r.args, r.priority, r.attempt,
                r.max_attempts, r.run_lease, r.created_at, r.ready_at, r.unique_key,
                r.metadata, r.rn
-          FROM ranked r WHERE r.rn <= p_limit
+          FROM chosen r WHERE r.take
     )
     SELECT t.job_id, t.slot, t.lane_seq, t.kind, t.args, t.priority, t.attempt,
            t.max_attempts, t.run_lease, t.created_at, t.ready_at, t.unique_key, t.metadata,

@@ -29,6 +29,7 @@ pub const FUNCTIONS: &[(&str, &str)] = &[
         "ready_tombstone",
         include_str!("../sql/fn_ready_tombstone.sql"),
     ),
+    ("unique_take", include_str!("../sql/fn_unique_take.sql")),
     ("enqueue", include_str!("../sql/fn_enqueue.sql")),
     (
         "ready_slot_live",

@@ -55,11 +55,24 @@ pub trait ReadyPlane: Send + Sync + std::fmt::Debug {
 #[derive(Debug, Clone)]
 pub struct PgReadyPlane {
     schema: SchemaName,
+    max_job_bytes: usize,
 }
 
 impl PgReadyPlane {
     pub fn new(schema: SchemaName) -> Self {
-        Self { schema }
+        Self {
+            schema,
+            max_job_bytes: NewJob::DEFAULT_MAX_BYTES,
+        }
+    }
+
+    /// The size limit checked before anything is sent (args plus metadata
+    /// as JSON; default [`NewJob::DEFAULT_MAX_BYTES`]). The database
+    /// enforces its substrate's `max_job_bytes` in any case: set this to
+    /// that value when the substrate's limit was changed.
+    pub fn with_max_job_bytes(mut self, bytes: usize) -> Self {
+        self.max_job_bytes = bytes;
+        self
     }
 
     pub fn schema(&self) -> &SchemaName {
@@ -79,6 +92,7 @@ impl ReadyPlane for PgReadyPlane {
         }
         for job in jobs {
             job.validate()?;
+            job.check_size(self.max_job_bytes)?;
         }
         let queues: Vec<&str> = jobs.iter().map(|j| j.queue.as_str()).collect();
         let kinds: Vec<&str> = jobs.iter().map(|j| j.kind.as_str()).collect();
@@ -103,7 +117,8 @@ impl ReadyPlane for PgReadyPlane {
         .bind(unique_keys)
         .bind(metadata)
         .fetch_all(conn)
-        .await?;
+        .await
+        .map_err(ReadyError::from_database)?;
         Ok(rows
             .into_iter()
             .map(|row| Enqueued {

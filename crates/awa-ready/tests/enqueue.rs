@@ -90,3 +90,110 @@ async fn a_batch_is_appended_in_order_in_one_call() {
         ]
     );
 }
+
+/// Pseudo-random hex, which PostgreSQL cannot compress much.
+fn noise(bytes: usize) -> String {
+    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+    (0..bytes)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            char::from_digit((x % 16) as u32, 16).unwrap()
+        })
+        .collect()
+}
+
+fn sized(bytes: usize) -> NewJob {
+    NewJob::new(
+        QueueName::new("big").unwrap(),
+        "t",
+        serde_json::json!({ "blob": noise(bytes) }),
+    )
+}
+
+async fn count_jobs(conn: &mut sqlx::PgConnection) -> i64 {
+    sqlx::query_scalar(
+        "SELECT (SELECT count(*) FROM awa.ready_entries) + (SELECT count(*) FROM awa.deferred_jobs)",
+    )
+    .fetch_one(&mut *conn)
+    .await
+    .unwrap()
+}
+
+#[tokio::test]
+async fn a_job_over_the_size_limit_is_refused_before_it_is_sent() {
+    let db = awa_maint::migrated_test_db().await.unwrap();
+    let pool = db.pool().await.unwrap();
+    let plane = PgReadyPlane::new(SchemaName::default_schema());
+    let mut conn = pool.acquire().await.unwrap();
+    let limit = NewJob::DEFAULT_MAX_BYTES;
+    let ok = sized(limit - 100);
+    assert!(ok.json_bytes() <= limit);
+    let mut over = sized(limit);
+    over.metadata = Some(serde_json::json!({"m": 1}));
+    assert!(over.json_bytes() > limit);
+    let err = plane.enqueue(&mut conn, &[job(1), over]).await.unwrap_err();
+    assert!(
+        matches!(
+            err,
+            ReadyError::Invalid(InvalidInput::TooLarge { bytes, limit: l, .. })
+                if bytes > limit && l == limit
+        ),
+        "{err}"
+    );
+    assert!(
+        err.to_string().contains("over the limit of 1048576 bytes"),
+        "{err}"
+    );
+    assert_eq!(count_jobs(&mut conn).await, 0, "nothing of the batch");
+    // Just under the limit goes through.
+    assert!(plane.enqueue(&mut conn, &[ok]).await.unwrap()[0].inserted);
+}
+
+/// Raw SQL producers are held to the same limit, by the database: the
+/// substrate's max_job_bytes, which can be changed.
+#[tokio::test]
+async fn the_database_refuses_an_oversized_job_from_any_producer() {
+    let db = awa_maint::migrated_test_db().await.unwrap();
+    let pool = db.pool().await.unwrap();
+    let mut conn = pool.acquire().await.unwrap();
+    let raw = "SELECT * FROM awa.enqueue(ARRAY['big', 'big'], ARRAY['t', 't'],
+                   ARRAY['{}'::jsonb, jsonb_build_object('blob', repeat('x', $1))],
+                   ARRAY[2, 2]::smallint[], ARRAY[NULL, NULL]::timestamptz[],
+                   ARRAY[NULL, NULL]::integer[], ARRAY[NULL, $2]::text[],
+                   ARRAY[NULL, NULL]::jsonb[])";
+    for key in [None, Some("k")] {
+        let err = sqlx::query(raw)
+            .bind(2_000_000i32)
+            .bind(key)
+            .fetch_all(&mut *conn)
+            .await
+            .unwrap_err();
+        let db_err = err.as_database_error().expect("a database error");
+        assert_eq!(db_err.code().as_deref(), Some("54000"), "{err}");
+        assert!(
+            db_err.message().contains("job 2 of this enqueue")
+                && db_err.message().contains("over the limit of 1048576 bytes"),
+            "{err}"
+        );
+    }
+    assert_eq!(count_jobs(&mut conn).await, 0);
+
+    // A smaller substrate limit; the Rust producer told a larger one is
+    // still refused, by the database, with its own error.
+    sqlx::query("UPDATE awa.substrate_info SET max_job_bytes = 4096")
+        .execute(&mut *conn)
+        .await
+        .unwrap();
+    let plane = PgReadyPlane::new(SchemaName::default_schema()).with_max_job_bytes(1 << 30);
+    let err = plane.enqueue(&mut conn, &[sized(5000)]).await.unwrap_err();
+    assert!(matches!(err, ReadyError::TooLarge(_)), "{err}");
+    assert!(err.to_string().contains("max_job_bytes"), "{err}");
+    assert!(plane.enqueue(&mut conn, &[sized(3000)]).await.unwrap()[0].inserted);
+    assert_eq!(count_jobs(&mut conn).await, 1);
+    let too_small = sqlx::query("UPDATE awa.substrate_info SET max_job_bytes = 10")
+        .execute(&mut *conn)
+        .await;
+    assert!(too_small.is_err(), "the limit has a floor");
+}

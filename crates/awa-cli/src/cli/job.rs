@@ -22,9 +22,14 @@ pub struct EnqueueArgs {
     /// What the job is; workers pick a handler by it.
     #[arg(long)]
     pub kind: String,
-    /// Job arguments as JSON.
-    #[arg(long, default_value = "{}")]
-    pub args: String,
+    /// Job arguments as JSON ({} when left out); `-` reads them from stdin.
+    #[arg(long, conflicts_with = "args_file")]
+    pub args: Option<String>,
+    /// Read the job arguments (JSON) from this file, for arguments larger
+    /// than the command line allows. A job's args and metadata may hold up
+    /// to the substrate's max_job_bytes (1 MiB by default).
+    #[arg(long, value_name = "PATH")]
+    pub args_file: Option<std::path::PathBuf>,
     /// 1 (lowest) to 4 (highest).
     #[arg(long, default_value_t = 2, allow_negative_numbers = true)]
     pub priority: i64,

@@ -3,7 +3,7 @@
 use crate::cli::{Cli, DlqCommand, DlqListArgs, DlqSelectArgs};
 use crate::{db, error::CliError, input, output};
 use awa_core::{JobId, QueueName};
-use awa_dlq::{DlqPlane, PgDlqPlane, Selection};
+use awa_dlq::{DlqPlane, KeyHeld, PgDlqPlane, Selection};
 
 pub async fn run(cli: &Cli, cmd: &DlqCommand) -> Result<(), CliError> {
     match cmd {
@@ -83,10 +83,23 @@ async fn act(cli: &Cli, args: &DlqSelectArgs, action: Action) -> Result<(), CliE
     let mut conn = db::connect_migrated(url).await?;
     let schema = db::schema();
     let plane = PgDlqPlane::new(schema.clone());
-    let ids: Vec<JobId> = match action {
-        Action::Retry => plane.retry(&mut conn, &which).await?,
-        Action::Purge => plane.purge(&mut conn, &which).await?,
+    let (ids, kept): (Vec<JobId>, Vec<KeyHeld>) = match action {
+        Action::Retry => {
+            let r = plane.retry(&mut conn, &which).await?;
+            (r.retried, r.kept)
+        }
+        Action::Purge => (plane.purge(&mut conn, &which).await?, Vec::new()),
     };
+    let why_kept = |k: &KeyHeld| {
+        format!(
+            "job {} stays dead-lettered: its unique key {:?} is held by unfinished job {}; \
+             retry it once that job has finished, or purge it",
+            k.job_id, k.unique_key, k.held_by
+        )
+    };
+    if let (Selection::One(_), Some(k)) = (&which, kept.first()) {
+        return Err(CliError::Usage(why_kept(k)));
+    }
     if let Selection::One(id) = which
         && ids.is_empty()
     {
@@ -102,14 +115,23 @@ async fn act(cli: &Cli, args: &DlqSelectArgs, action: Action) -> Result<(), CliE
         ),
         Action::Purge => ("purged", "deleted", "deleted"),
     };
-    let value = serde_json::json!({ key: ids });
+    let value = match action {
+        Action::Retry => serde_json::json!({ key: ids, "kept": kept }),
+        Action::Purge => serde_json::json!({ key: ids }),
+    };
     output::emit(cli.json, &value, || {
         let list: Vec<String> = ids.iter().map(JobId::to_string).collect();
-        match ids.len() {
-            0 => "no dead-lettered jobs matched".into(),
+        let mut text = match ids.len() {
+            0 if kept.is_empty() => "no dead-lettered jobs matched".into(),
+            0 => "no dead-lettered jobs retried".into(),
             1 => format!("job {} {one}", list[0]),
             n => format!("{n} jobs {many}: {}", list.join(", ")),
+        };
+        for k in &kept {
+            text.push('\n');
+            text.push_str(&why_kept(k));
         }
+        text
     });
     Ok(())
 }

@@ -11,6 +11,7 @@ use sqlx::Connection;
 /// Jobs per enqueue round trip: large enough to amortise the trip, small
 /// enough that one statement's arrays stay a few megabytes.
 const BATCH: usize = 5000;
+const BATCH_BYTES: usize = 8 << 20;
 const MAX_COUNT: i64 = 1_000_000;
 pub const MAX_LIST: i64 = 10_000;
 
@@ -25,7 +26,11 @@ pub async fn run(cli: &Cli, cmd: &JobCommand) -> Result<(), CliError> {
 
 fn new_job(args: &EnqueueArgs) -> Result<NewJob, CliError> {
     let queue = QueueName::new(args.queue.clone())?;
-    let mut job = NewJob::new(queue, args.kind.clone(), input::json("--args", &args.args)?);
+    let mut job = NewJob::new(
+        queue,
+        args.kind.clone(),
+        input::job_args(args.args.as_deref(), args.args_file.as_deref())?,
+    );
     job.priority = Priority::new(args.priority)?;
     job.run_at = args
         .run_at
@@ -66,13 +71,17 @@ async fn enqueue(cli: &Cli, args: &EnqueueArgs) -> Result<(), CliError> {
     )? as usize;
     let url = db::require_url(&cli.database_url)?;
     let mut conn = db::connect_migrated(url).await?;
-    let plane = PgReadyPlane::new(db::schema());
+    // The database holds every producer to its substrate's max_job_bytes
+    // (which may differ from the default), so the CLI defers to it.
+    let plane = PgReadyPlane::new(db::schema()).with_max_job_bytes(usize::MAX);
+    // Copies per round trip: BATCH, fewer for large jobs (about 8 MiB).
+    let per_batch = BATCH.min((BATCH_BYTES / job.json_bytes().max(1)).max(1));
 
     // One transaction for every batch: a failure part-way leaves nothing.
     let mut tx = conn.begin().await?;
     let mut results: Vec<Enqueued> = Vec::with_capacity(count);
     while results.len() < count {
-        let batch = vec![job.clone(); (count - results.len()).min(BATCH)];
+        let batch = vec![job.clone(); (count - results.len()).min(per_batch)];
         results.extend(plane.enqueue(&mut tx, &batch).await?);
     }
     tx.commit().await?;

@@ -80,6 +80,13 @@ fn run(cmd: Command) -> Run {
     Running::start(cmd).finish()
 }
 
+/// `awa --database-url URL ARGS...` with `input` on its stdin.
+pub fn awa_stdin(url: &str, args: &[&str], input: Vec<u8>) -> Run {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_awa"));
+    cmd.arg("--database-url").arg(url).args(args);
+    Running::start_with(cmd, Some(input)).finish()
+}
+
 /// `awa` started in the background, e.g. to be sent a signal.
 pub fn spawn_awa(url: &str, args: &[&str]) -> Running {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_awa"));
@@ -95,10 +102,18 @@ pub struct Running {
 }
 
 impl Running {
-    fn start(mut cmd: Command) -> Self {
+    fn start(cmd: Command) -> Self {
+        Self::start_with(cmd, None)
+    }
+
+    fn start_with(mut cmd: Command, input: Option<Vec<u8>>) -> Self {
         cmd.env_remove("DATABASE_URL")
             .env_remove("AWA_LOG")
-            .stdin(Stdio::null())
+            .stdin(if input.is_some() {
+                Stdio::piped()
+            } else {
+                Stdio::null()
+            })
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
         let args = cmd
@@ -106,6 +121,13 @@ impl Running {
             .map(|a| a.to_string_lossy().into_owned())
             .collect();
         let mut child = cmd.spawn().expect("start the awa binary");
+        if let Some(input) = input {
+            let mut stdin = child.stdin.take().expect("stdin");
+            std::thread::spawn(move || {
+                use std::io::Write;
+                let _ = stdin.write_all(&input); // dropped: EOF
+            });
+        }
         // Drain both pipes while waiting, so large output cannot stall the child.
         let drain = |mut pipe: Box<dyn Read + Send>| {
             std::thread::spawn(move || {
