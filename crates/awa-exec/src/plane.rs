@@ -56,7 +56,7 @@ pub enum Finish {
 }
 
 impl Finish {
-    fn outcome(&self) -> &'static str {
+    pub(crate) fn outcome(&self) -> &'static str {
         match self {
             Finish::Complete => "complete",
             Finish::Retry { .. } => "retry",
@@ -68,18 +68,30 @@ impl Finish {
         }
     }
 
+    // `delay_secs` and `error` are the only ways a result reaches the
+    // database, so this is the one place handler results are bounded (see
+    // `awa_core::bounds`): a result the database cannot store would fail
+    // its whole batch.
+
+    /// The delay as stored: clamped to `0..=bounds::MAX_HANDLER_DELAY`.
     fn delay_secs(&self) -> Option<f64> {
+        let stored = |d: Duration| awa_core::bounds::handler_delay(d).as_secs_f64();
         match self {
-            Finish::Retry { delay, .. } => delay.map(|d| d.as_secs_f64()),
-            Finish::Snooze { delay } => Some(delay.as_secs_f64()),
+            Finish::Retry { delay, .. } => delay.map(stored),
+            Finish::Snooze { delay } => Some(stored(*delay)),
             _ => None,
         }
     }
 
-    fn error(&self) -> Option<&str> {
+    /// The error text as stored: no NUL, at most `bounds::MAX_ERROR_BYTES`.
+    fn error(&self) -> Option<std::borrow::Cow<'_, str>> {
         match self {
-            Finish::Retry { error, .. } | Finish::Fail { error } => Some(error),
-            Finish::Cancel { reason } | Finish::Rescue { reason } => Some(reason),
+            Finish::Retry { error, .. } | Finish::Fail { error } => {
+                Some(awa_core::bounds::error_text(error))
+            }
+            Finish::Cancel { reason } | Finish::Rescue { reason } => {
+                Some(awa_core::bounds::error_text(reason))
+            }
             _ => None,
         }
     }
@@ -225,7 +237,8 @@ impl ExecPlane for PgExecPlane {
         let slots: Vec<i32> = batch.iter().map(|(t, _)| t.claim_slot).collect();
         let outcomes: Vec<&str> = batch.iter().map(|(_, f)| f.outcome()).collect();
         let delays: Vec<Option<f64>> = batch.iter().map(|(_, f)| f.delay_secs()).collect();
-        let errors: Vec<Option<&str>> = batch.iter().map(|(_, f)| f.error()).collect();
+        let stored_errors: Vec<_> = batch.iter().map(|(_, f)| f.error()).collect();
+        let errors: Vec<Option<&str>> = stored_errors.iter().map(|e| e.as_deref()).collect();
         let rows = sqlx::query(statement(
             include_str!("../sql/call_finish.sql"),
             &self.schema,

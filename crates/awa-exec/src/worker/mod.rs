@@ -32,6 +32,8 @@ pub struct WorkerConfig {
     /// How often an idle queue is polled when no notification arrives.
     pub poll_interval: Duration,
     /// How long shutdown waits for in-flight jobs before releasing them.
+    /// Shutdown as a whole takes at most this plus [`RECORD_GRACE`],
+    /// whatever the database does.
     pub shutdown_grace: Duration,
     /// Jobs running longer than this are heartbeated at this cadence, so
     /// maintenance does not rescue them; keep it well under the rescue
@@ -54,6 +56,34 @@ impl WorkerConfig {
     }
 }
 
+/// After the shutdown grace period, how long the worker still tries to
+/// record outstanding results (finished jobs and releases). What is not
+/// recorded by then stays open and is rescued by maintenance once stale:
+/// at-least-once, never a shutdown that does not end.
+pub const RECORD_GRACE: Duration = Duration::from_secs(2);
+
+impl WorkerConfig {
+    /// Check every setting against `awa_core::bounds`.
+    pub fn validate(&self) -> Result<(), awa_core::InvalidInput> {
+        use awa_core::bounds;
+        if self.queues.is_empty() {
+            return Err(awa_core::InvalidInput::Name {
+                what: "worker queues",
+                value: String::new(),
+                why: "a worker needs at least one queue to serve".into(),
+            });
+        }
+        for (_, concurrency) in &self.queues {
+            bounds::CONCURRENCY.check(i64::try_from(*concurrency).unwrap_or(i64::MAX))?;
+        }
+        bounds::CLAIM_BATCH.check(i64::try_from(self.claim_batch).unwrap_or(i64::MAX))?;
+        bounds::POLL_INTERVAL.check(self.poll_interval)?;
+        bounds::SHUTDOWN_GRACE.check(self.shutdown_grace)?;
+        bounds::HEARTBEAT_INTERVAL.check(self.heartbeat_interval)?;
+        Ok(())
+    }
+}
+
 /// Counters of what a worker did.
 #[derive(Debug, Default)]
 pub struct Stats {
@@ -66,6 +96,9 @@ pub struct Stats {
     pub dead_lettered: AtomicU64,
     pub released: AtomicU64,
     pub rejected: AtomicU64,
+    /// Results the database refused even on their own: recorded as a retry
+    /// with the default backoff instead, or left for rescue.
+    pub unstorable: AtomicU64,
 }
 
 impl Stats {
@@ -94,6 +127,7 @@ impl Stats {
             dead_lettered: get(&self.dead_lettered),
             released: get(&self.released),
             rejected: get(&self.rejected),
+            unstorable: get(&self.unstorable),
         }
     }
 }
@@ -110,6 +144,7 @@ pub struct StatsSnapshot {
     pub dead_lettered: u64,
     pub released: u64,
     pub rejected: u64,
+    pub unstorable: u64,
 }
 
 /// A worker: handlers by kind plus the queues to serve.
@@ -178,6 +213,7 @@ impl Worker {
         self,
         shutdown: impl std::future::Future<Output = ()> + Send,
     ) -> Result<StatsSnapshot, ExecError> {
+        self.config.validate()?;
         let plane = Arc::new(PgExecPlane::new(self.config.schema.clone()));
         let handlers = Arc::new(self.handlers);
         let (stop_tx, stop_rx) = watch::channel(false);
@@ -229,21 +265,29 @@ impl Worker {
 
         shutdown.await;
         tracing::info!("worker shutting down: no new claims");
+        let grace_over = tokio::time::Instant::now() + self.config.shutdown_grace;
         let _ = stop_tx.send(true);
+        // A dispatcher stuck in a claim the database does not answer is
+        // abandoned at the deadline; a claim that did commit is rescued.
         for d in dispatchers {
-            let _ = d.await;
+            let abort = d.abort_handle();
+            if tokio::time::timeout_at(grace_over, d).await.is_err() {
+                tracing::warn!("a claim did not return within the grace period; abandoning it");
+                abort.abort();
+            }
         }
         listener.abort();
-        heartbeats.abort();
 
-        // Wait for in-flight jobs, up to the grace period.
-        let drained = tokio::time::timeout(self.config.shutdown_grace, async {
+        // Wait for in-flight jobs, up to the grace period (still
+        // heartbeating them, so a short rescue bound does not take them).
+        let drained = tokio::time::timeout_at(grace_over, async {
             for (semaphore, concurrency) in &semaphores {
                 let _ = semaphore.acquire_many(*concurrency as u32).await;
             }
         })
         .await
         .is_ok();
+        heartbeats.abort();
         if !drained {
             let left: Vec<_> = in_flight.lock().expect("in-flight lock").drain().collect();
             tracing::warn!(
@@ -256,7 +300,19 @@ impl Worker {
             }
         }
         drop(done_tx);
-        let _ = completer.await;
+        let record_over = tokio::time::Instant::now().max(grace_over) + RECORD_GRACE;
+        let abort = completer.abort_handle();
+        if tokio::time::timeout_at(record_over, completer)
+            .await
+            .is_err()
+        {
+            abort.abort();
+            tracing::error!(
+                grace = ?self.config.shutdown_grace,
+                "results could not be recorded within the shutdown grace period; giving up: \
+                 maintenance rescues those attempts once they are stale"
+            );
+        }
         Ok(self.stats.snapshot())
     }
 }
