@@ -84,7 +84,8 @@ pub fn format_duration(d: Duration) -> String {
     let millis = d.subsec_millis();
     if d.subsec_nanos() == 0 && secs > 0 {
         if secs.is_multiple_of(DAY) {
-            return format!("{}days", secs / DAY);
+            let n = secs / DAY;
+            return format!("{n}{}", if n == 1 { "day" } else { "days" });
         }
         if secs.is_multiple_of(3600) {
             return format!("{}h", secs / 3600);

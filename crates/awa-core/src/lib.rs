@@ -37,7 +37,7 @@ pub enum InvalidInput {
         max: i64,
         hint: &'static str,
     },
-    #[error("{what} must be between {min} and {max} (got {value}): {hint}")]
+    #[error("{what} must be at least {min} and at most {max} (got {value}): {hint}")]
     DurationOutOfRange {
         what: &'static str,
         value: String,

@@ -276,7 +276,21 @@ async fn shutdown_is_bounded_when_the_database_does_not_answer() {
         .await
         .unwrap();
     go_tx.send(true).unwrap();
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let waiting: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM pg_stat_activity \
+              WHERE datname = current_database() AND wait_event_type = 'Lock'",
+        )
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+        if waiting > 0 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the finish never blocked");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 
     let stopping = Instant::now();
     stop_tx.send(true).unwrap();
