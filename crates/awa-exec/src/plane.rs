@@ -109,6 +109,15 @@ pub struct Finished {
     pub next_state: Option<JobState>,
 }
 
+/// What publishing the rescue bound did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Published {
+    /// The substrate already had this bound.
+    Unchanged,
+    /// The bound changed from `previous` (None: nothing was published).
+    Changed { previous: Option<Duration> },
+}
+
 /// Progress a long job reports with its heartbeat.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Progress {
@@ -151,6 +160,17 @@ pub trait ExecPlane: Send + Sync + std::fmt::Debug {
         conn: &mut PgConnection,
         job: JobId,
     ) -> Result<Option<String>, ExecError>;
+
+    /// The rescue bound maintenance published for this substrate, if any.
+    async fn rescue_bound(&self, conn: &mut PgConnection) -> Result<Option<Duration>, ExecError>;
+
+    /// Record the rescue bound maintenance uses (checked against
+    /// `awa_core::bounds::RESCUE_AFTER`), so workers heartbeat within it.
+    async fn publish_rescue_bound(
+        &self,
+        conn: &mut PgConnection,
+        bound: Duration,
+    ) -> Result<Published, ExecError>;
 
     /// Finish abandoned attempts (no heartbeat within `stale`, past their
     /// deadline, or a timed-out callback wait) as retries; how many.
@@ -310,6 +330,37 @@ impl ExecPlane for PgExecPlane {
         .fetch_one(conn)
         .await?;
         Ok(from)
+    }
+
+    async fn rescue_bound(&self, conn: &mut PgConnection) -> Result<Option<Duration>, ExecError> {
+        let secs: Option<f64> = sqlx::query_scalar(statement(
+            include_str!("../sql/rescue_bound_read.sql"),
+            &self.schema,
+        ))
+        .fetch_optional(conn)
+        .await?;
+        Ok(secs.and_then(|s| Duration::try_from_secs_f64(s).ok()))
+    }
+
+    async fn publish_rescue_bound(
+        &self,
+        conn: &mut PgConnection,
+        bound: Duration,
+    ) -> Result<Published, ExecError> {
+        awa_core::bounds::RESCUE_AFTER.check(bound)?;
+        let row: Option<Option<f64>> = sqlx::query_scalar(statement(
+            include_str!("../sql/rescue_bound_publish.sql"),
+            &self.schema,
+        ))
+        .bind(bound.as_secs_f64())
+        .fetch_optional(conn)
+        .await?;
+        Ok(match row {
+            None => Published::Unchanged,
+            Some(previous) => Published::Changed {
+                previous: previous.and_then(|s| Duration::try_from_secs_f64(s).ok()),
+            },
+        })
     }
 
     async fn rescue_stale(

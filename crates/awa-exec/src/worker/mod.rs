@@ -35,9 +35,11 @@ pub struct WorkerConfig {
     /// Shutdown as a whole takes at most this plus [`RECORD_GRACE`],
     /// whatever the database does.
     pub shutdown_grace: Duration,
-    /// Jobs running longer than this are heartbeated at this cadence, so
-    /// maintenance does not rescue them; keep it well under the rescue
-    /// staleness bound (60 s by default).
+    /// The longest cadence at which jobs running longer than it are
+    /// heartbeated. The worker heartbeats faster when the substrate's
+    /// published rescue bound asks for it: at a third of that bound
+    /// (`awa_core::bounds::heartbeat_cadence`), re-read every
+    /// [`SETTINGS_REFRESH`].
     pub heartbeat_interval: Duration,
     pub instance_id: uuid::Uuid,
 }
@@ -55,6 +57,17 @@ impl WorkerConfig {
         }
     }
 }
+
+/// How often a worker re-reads the substrate's published rescue bound. The
+/// rescue task waits [`RESCUE_BOUND_ADOPTION`] after lowering the bound, so
+/// every worker has read it and heartbeated its jobs before it applies.
+pub const SETTINGS_REFRESH: Duration = Duration::from_secs(1);
+
+/// How long after a lower rescue bound is published before maintenance
+/// rescues by it: a worker re-reads it within [`SETTINGS_REFRESH`] and then
+/// heartbeats every job older than the new cadence at its next tick (at
+/// most another `SETTINGS_REFRESH`), plus a refresh of slack.
+pub const RESCUE_BOUND_ADOPTION: Duration = Duration::from_secs(3);
 
 /// After the shutdown grace period, how long the worker still tries to
 /// record outstanding results (finished jobs and releases). What is not
@@ -317,24 +330,52 @@ impl Worker {
     }
 }
 
-/// Keep long attempts alive. Short jobs finish before their first tick and
-/// never touch the lease ring.
+/// Keep long attempts alive. Short jobs finish before their first
+/// heartbeat is due and never touch the lease ring. The cadence follows the
+/// rescue bound the substrate publishes (a third of it, at most `at_most`),
+/// re-read every `SETTINGS_REFRESH`, so maintenance in another process with
+/// a short `--rescue-after` does not take healthy long jobs.
 async fn heartbeat_long_jobs(
     pool: sqlx::PgPool,
     plane: Arc<PgExecPlane>,
     in_flight: InFlight,
-    every: Duration,
+    at_most: Duration,
 ) {
     use crate::ExecPlane;
+    let mut cadence = at_most;
+    let mut read_at: Option<tokio::time::Instant> = None;
+    let mut beaten: HashMap<AttemptToken, std::time::Instant> = HashMap::new();
     loop {
-        tokio::time::sleep(every).await;
-        let due: Vec<(AttemptToken, Arc<std::sync::atomic::AtomicBool>)> = in_flight
-            .lock()
-            .expect("in-flight lock")
-            .iter()
-            .filter(|(_, r)| r.since.elapsed() >= every)
-            .map(|(t, r)| (*t, r.lost.clone()))
-            .collect();
+        if read_at.is_none_or(|t| t.elapsed() >= SETTINGS_REFRESH) {
+            read_at = Some(tokio::time::Instant::now());
+            let bound = async {
+                let mut conn = pool.acquire().await?;
+                plane.rescue_bound(&mut conn).await
+            }
+            .await;
+            match bound {
+                Ok(bound) => {
+                    let next =
+                        bound.map_or(at_most, |b| awa_core::bounds::heartbeat_cadence(b, at_most));
+                    if next != cadence {
+                        tracing::info!(rescue_after = ?bound, cadence = ?next,
+                            "heartbeat cadence follows the substrate's rescue bound");
+                        cadence = next;
+                    }
+                }
+                Err(err) => tracing::warn!(error = %err,
+                    "could not read the rescue bound; keeping the current heartbeat cadence"),
+            }
+        }
+        let due: Vec<(AttemptToken, Arc<std::sync::atomic::AtomicBool>)> = {
+            let running = in_flight.lock().expect("in-flight lock");
+            beaten.retain(|t, _| running.contains_key(t));
+            running
+                .iter()
+                .filter(|(t, r)| beaten.get(t).copied().unwrap_or(r.since).elapsed() >= cadence)
+                .map(|(t, r)| (*t, r.lost.clone()))
+                .collect()
+        };
         for (token, lost) in due {
             let alive = async {
                 let mut conn = pool.acquire().await?;
@@ -344,14 +385,18 @@ async fn heartbeat_long_jobs(
             }
             .await;
             match alive {
-                Ok(true) => {}
+                Ok(true) => {
+                    beaten.insert(token, std::time::Instant::now());
+                }
                 Ok(false) => {
                     tracing::warn!(job_id = %token.job_id, run_lease = %token.run_lease,
                         "attempt is no longer ours (cancelled or rescued); its result will be rejected");
                     lost.store(true, Ordering::Relaxed);
+                    beaten.insert(token, std::time::Instant::now());
                 }
                 Err(err) => tracing::warn!(error = %err, "heartbeat failed; will retry"),
             }
         }
+        tokio::time::sleep(cadence.min(SETTINGS_REFRESH)).await;
     }
 }
