@@ -365,7 +365,7 @@ async fn the_database_refuses_out_of_range_queue_settings() {
              VALUES ('raw', interval '3650 days 1 second')",
         ),
         (
-            "sub-second aging",
+            "sub-millisecond aging",
             "INSERT INTO awa.queue_meta (queue, priority_aging_interval) \
              VALUES ('raw', interval '1 microsecond')",
         ),

@@ -28,13 +28,14 @@ CREATE TABLE IF NOT EXISTS awa.queue_meta (
                                         CHECK (shard_count BETWEEN 1 AND 64),
     -- A waiting job gains one priority step per interval, so low priority
     -- work cannot starve. NULL turns aging off. The ranges of this and
-    -- dlq_retention are awa_core::bounds (PRIORITY_AGING, DLQ_RETENTION),
+    -- dlq_retention are awa_core::bounds (PRIORITY_AGING_STORED,
+    -- DLQ_RETENTION),
     -- refused here too so no caller can store a value that breaks every
     -- claim (a zero interval divides by zero) or every retention pass
     -- (now() - retention out of range).
     priority_aging_interval interval
         CONSTRAINT queue_meta_priority_aging_in_range
-        CHECK (priority_aging_interval BETWEEN interval '1 second' AND interval '30 days'),
+        CHECK (priority_aging_interval BETWEEN interval '1 millisecond' AND interval '30 days'),
     dlq_retention           interval    NOT NULL DEFAULT interval '14 days'
         CONSTRAINT queue_meta_dlq_retention_in_range
         CHECK (dlq_retention BETWEEN interval '1 second' AND interval '3650 days'),

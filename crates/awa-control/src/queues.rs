@@ -45,7 +45,7 @@ impl QueueConfig {
         if let Some(aging) = self.priority_aging
             && !aging.is_zero()
         {
-            bounds::PRIORITY_AGING.check(aging)?;
+            bounds::PRIORITY_AGING_STORED.check(aging)?;
         }
         if let Some(retention) = self.dlq_retention {
             bounds::DLQ_RETENTION.check(retention)?;

@@ -189,6 +189,17 @@ pub const PRIORITY_AGING: DurationBound = DurationBound {
     hint: "use e.g. 5m, or `off` to turn aging off",
 };
 
+/// What the Rust API (`QueueConfig`) and the database (`queue_meta` CHECK)
+/// accept for priority aging: anything that cannot divide by zero (an
+/// interval rounds to microseconds) or overflow. Operators get the stricter
+/// [`PRIORITY_AGING`]; tests and embedders may age faster.
+pub const PRIORITY_AGING_STORED: DurationBound = DurationBound {
+    what: "priority aging",
+    min: Duration::from_millis(1),
+    max: days(30),
+    hint: "use e.g. 5m, or zero to turn aging off",
+};
+
 /// How long dead-lettered jobs are kept. Retention computes
 /// `now() - retention`, which must stay a valid timestamp: ten years is far
 /// inside that.
@@ -325,6 +336,7 @@ mod tests {
         let tick = Duration::from_nanos(1);
         for b in [
             PRIORITY_AGING,
+            PRIORITY_AGING_STORED,
             DLQ_RETENTION,
             ROTATE_INTERVAL,
             RESCUE_AFTER,

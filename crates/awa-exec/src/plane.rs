@@ -310,7 +310,13 @@ impl ExecPlane for PgExecPlane {
         .bind(token.run_lease.0)
         .bind(token.claim_slot)
         .bind(progress.percent)
-        .bind(progress.message.as_deref())
+        .bind(
+            progress
+                .message
+                .as_deref()
+                .map(awa_core::bounds::error_text)
+                .as_deref(),
+        )
         .bind(progress.checkpoint.as_ref())
         .fetch_one(conn)
         .await?;
