@@ -100,6 +100,14 @@ pub fn timestamp(flag: &str, text: &str) -> Result<DateTime<Utc>, CliError> {
         })
 }
 
+/// A duration flag checked against its bound in `awa_core::bounds`.
+pub fn bounded_duration(
+    bound: awa_core::bounds::DurationBound,
+    text: &str,
+) -> Result<Duration, CliError> {
+    Ok(bound.check(duration(bound.what, text)?)?)
+}
+
 pub fn duration(flag: &str, text: &str) -> Result<Duration, CliError> {
     humantime::parse_duration(text).map_err(|err| {
         CliError::Usage(format!(

@@ -27,9 +27,18 @@ CREATE TABLE IF NOT EXISTS awa.queue_meta (
     shard_count             smallint    NOT NULL DEFAULT 1
                                         CHECK (shard_count BETWEEN 1 AND 64),
     -- A waiting job gains one priority step per interval, so low priority
-    -- work cannot starve. NULL turns aging off.
-    priority_aging_interval interval,
-    dlq_retention           interval    NOT NULL DEFAULT interval '14 days',
+    -- work cannot starve. NULL turns aging off. The ranges of this and
+    -- dlq_retention are awa_core::bounds (PRIORITY_AGING_STORED,
+    -- DLQ_RETENTION),
+    -- refused here too so no caller can store a value that breaks every
+    -- claim (a zero interval divides by zero) or every retention pass
+    -- (now() - retention out of range).
+    priority_aging_interval interval
+        CONSTRAINT queue_meta_priority_aging_in_range
+        CHECK (priority_aging_interval BETWEEN interval '1 millisecond' AND interval '30 days'),
+    dlq_retention           interval    NOT NULL DEFAULT interval '14 days'
+        CONSTRAINT queue_meta_dlq_retention_in_range
+        CHECK (dlq_retention BETWEEN interval '1 second' AND interval '3650 days'),
     paused                  boolean     NOT NULL DEFAULT false,
     created_at              timestamptz NOT NULL DEFAULT now(),
     updated_at              timestamptz NOT NULL DEFAULT now()

@@ -32,28 +32,23 @@ pub struct QueueSettings {
 impl QueueConfig {
     /// Check the bounds without a database, so callers can refuse bad
     /// input before connecting.
+    /// The ranges are `awa_core::bounds`; the table's CHECK constraints
+    /// refuse the same values from any other caller.
     pub fn validate(&self) -> Result<(), InvalidInput> {
-        if let Some(m) = self.max_attempts
-            && !(1..=1000).contains(&m)
-        {
-            return Err(InvalidInput::OutOfRange {
-                what: "max attempts",
-                value: m as i64,
-                min: 1,
-                max: 1000,
-                hint: "a job runs at least once",
-            });
+        use awa_core::bounds;
+        if let Some(m) = self.max_attempts {
+            bounds::MAX_ATTEMPTS.check(m as i64)?;
         }
-        if let Some(s) = self.shard_count
-            && !(1..=64).contains(&s)
+        if let Some(s) = self.shard_count {
+            bounds::SHARDS.check(s as i64)?;
+        }
+        if let Some(aging) = self.priority_aging
+            && !aging.is_zero()
         {
-            return Err(InvalidInput::OutOfRange {
-                what: "shard count",
-                value: s as i64,
-                min: 1,
-                max: 64,
-                hint: "1 keeps strict FIFO per priority; more lets more claimers work at once",
-            });
+            bounds::PRIORITY_AGING_STORED.check(aging)?;
+        }
+        if let Some(retention) = self.dlq_retention {
+            bounds::DLQ_RETENTION.check(retention)?;
         }
         Ok(())
     }

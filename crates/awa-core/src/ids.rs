@@ -45,20 +45,12 @@ pub type Attempt = i32;
 pub struct Priority(i16);
 
 impl Priority {
-    pub const MIN: i16 = 1;
-    pub const MAX: i16 = 4;
+    pub const MIN: i16 = crate::bounds::PRIORITY.min as i16;
+    pub const MAX: i16 = crate::bounds::PRIORITY.max as i16;
     pub const DEFAULT: Priority = Priority(2);
 
     pub fn new(value: i64) -> Result<Self, InvalidInput> {
-        if !(Self::MIN as i64..=Self::MAX as i64).contains(&value) {
-            return Err(InvalidInput::OutOfRange {
-                what: "priority",
-                value,
-                min: Self::MIN as i64,
-                max: Self::MAX as i64,
-                hint: "1 is lowest, 4 is highest, 2 is the default",
-            });
-        }
+        let value = crate::bounds::PRIORITY.check(value)?;
         Ok(Self(value as i16))
     }
 

@@ -185,7 +185,7 @@ impl NewJob {
 
     pub const MAX_KIND_LEN: usize = 255;
     pub const MAX_UNIQUE_KEY_LEN: usize = 512;
-    pub const MAX_ATTEMPTS: i32 = 1000;
+    pub const MAX_ATTEMPTS: i32 = crate::bounds::MAX_ATTEMPTS.max as i32;
 
     /// Check what the types cannot: kind, max attempts, unique key.
     pub fn validate(&self) -> Result<(), crate::InvalidInput> {
@@ -200,16 +200,12 @@ impl NewJob {
                 why: "it must be 1 to 255 bytes without control characters".into(),
             });
         }
-        if let Some(max) = self.max_attempts
-            && !(1..=Self::MAX_ATTEMPTS).contains(&max)
-        {
-            return Err(InvalidInput::OutOfRange {
-                what: "max attempts",
-                value: max as i64,
-                min: 1,
-                max: Self::MAX_ATTEMPTS as i64,
+        if let Some(max) = self.max_attempts {
+            crate::bounds::CountBound {
                 hint: "a job runs at least once; leave it unset for the queue default",
-            });
+                ..crate::bounds::MAX_ATTEMPTS
+            }
+            .check(max as i64)?;
         }
         if let Some(key) = &self.unique_key
             && (key.is_empty() || key.len() > Self::MAX_UNIQUE_KEY_LEN)

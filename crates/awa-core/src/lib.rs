@@ -8,6 +8,7 @@
 //! needs to talk to Postgres does so itself; this crate only gives it words
 //! that are already known to be valid.
 
+pub mod bounds;
 mod ids;
 mod job;
 mod names;
@@ -43,6 +44,14 @@ pub enum InvalidInput {
         value: i64,
         min: i64,
         max: i64,
+        hint: &'static str,
+    },
+    #[error("{what} must be at least {min} and at most {max} (got {value}): {hint}")]
+    DurationOutOfRange {
+        what: &'static str,
+        value: String,
+        min: String,
+        max: String,
         hint: &'static str,
     },
 }

@@ -16,8 +16,8 @@ impl SlotCounts {
     /// Fewer than 4 slots leaves no room between the slot being written,
     /// the ones draining and the one being reclaimed; more than 256 only
     /// multiplies catalog entries and planning time.
-    pub const MIN: i32 = 4;
-    pub const MAX: i32 = 256;
+    pub const MIN: i32 = crate::bounds::SLOT_COUNT.min as i32;
+    pub const MAX: i32 = crate::bounds::SLOT_COUNT.max as i32;
     pub const DEFAULT: SlotCounts = SlotCounts {
         queue: 16,
         lease: 8,
@@ -25,18 +25,13 @@ impl SlotCounts {
     };
 
     pub fn new(queue: i64, lease: i64, claim: i64) -> Result<Self, InvalidInput> {
-        let check = |what: &'static str, value: i64| {
-            if (Self::MIN as i64..=Self::MAX as i64).contains(&value) {
-                Ok(value as i32)
-            } else {
-                Err(InvalidInput::OutOfRange {
-                    what,
-                    value,
-                    min: Self::MIN as i64,
-                    max: Self::MAX as i64,
-                    hint: "each ring needs at least 4 slots; 16/8/8 is the default shape",
-                })
+        let check = |what: &'static str, value: i64| -> Result<i32, InvalidInput> {
+            crate::bounds::CountBound {
+                what,
+                ..crate::bounds::SLOT_COUNT
             }
+            .check(value)
+            .map(|v| v as i32)
         };
         Ok(Self {
             queue: check("queue slot count", queue)?,

@@ -108,5 +108,19 @@ BEGIN
             checkpoint jsonb,
             updated_at timestamptz NOT NULL DEFAULT now()
         )$ddl$, p_schema);
+
+    -- The rescue bound maintenance uses on this substrate, published by the
+    -- leader's rescue task so workers (often other processes) can heartbeat
+    -- at a third of it: a short --rescue-after then cannot take healthy
+    -- long jobs. No row: no leader has published yet (workers use their
+    -- own cadence). The range is awa_core::bounds::RESCUE_AFTER.
+    EXECUTE format($ddl$
+        CREATE TABLE IF NOT EXISTS %1$I.exec_settings (
+            singleton    boolean     PRIMARY KEY DEFAULT true CHECK (singleton),
+            rescue_after interval    NOT NULL
+                CONSTRAINT exec_settings_rescue_after_in_range
+                CHECK (rescue_after BETWEEN interval '1 second' AND interval '1 day'),
+            changed_at   timestamptz NOT NULL DEFAULT now()
+        )$ddl$, p_schema);
 END
 $fn$;

@@ -19,7 +19,7 @@ mod plane;
 pub mod worker;
 
 pub use error::Error as ExecError;
-pub use plane::{ExecPlane, Finish, Finished, Frontier, PgExecPlane, Progress};
+pub use plane::{ExecPlane, Finish, Finished, Frontier, PgExecPlane, Progress, Published};
 
 /// DDL: defines `awa.install_exec_plane(schema, lease_slots, claim_slots)`.
 pub const INSTALL_SQL: &str = include_str!("../sql/install_exec_plane.sql");

@@ -56,7 +56,7 @@ pub enum Finish {
 }
 
 impl Finish {
-    fn outcome(&self) -> &'static str {
+    pub(crate) fn outcome(&self) -> &'static str {
         match self {
             Finish::Complete => "complete",
             Finish::Retry { .. } => "retry",
@@ -68,18 +68,30 @@ impl Finish {
         }
     }
 
+    // `delay_secs` and `error` are the only ways a result reaches the
+    // database, so this is the one place handler results are bounded (see
+    // `awa_core::bounds`): a result the database cannot store would fail
+    // its whole batch.
+
+    /// The delay as stored: clamped to `0..=bounds::MAX_HANDLER_DELAY`.
     fn delay_secs(&self) -> Option<f64> {
+        let stored = |d: Duration| awa_core::bounds::handler_delay(d).as_secs_f64();
         match self {
-            Finish::Retry { delay, .. } => delay.map(|d| d.as_secs_f64()),
-            Finish::Snooze { delay } => Some(delay.as_secs_f64()),
+            Finish::Retry { delay, .. } => delay.map(stored),
+            Finish::Snooze { delay } => Some(stored(*delay)),
             _ => None,
         }
     }
 
-    fn error(&self) -> Option<&str> {
+    /// The error text as stored: no NUL, at most `bounds::MAX_ERROR_BYTES`.
+    fn error(&self) -> Option<std::borrow::Cow<'_, str>> {
         match self {
-            Finish::Retry { error, .. } | Finish::Fail { error } => Some(error),
-            Finish::Cancel { reason } | Finish::Rescue { reason } => Some(reason),
+            Finish::Retry { error, .. } | Finish::Fail { error } => {
+                Some(awa_core::bounds::error_text(error))
+            }
+            Finish::Cancel { reason } | Finish::Rescue { reason } => {
+                Some(awa_core::bounds::error_text(reason))
+            }
             _ => None,
         }
     }
@@ -95,6 +107,15 @@ pub struct Finished {
     pub accepted: bool,
     /// Where the job went, when accepted.
     pub next_state: Option<JobState>,
+}
+
+/// What publishing the rescue bound did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Published {
+    /// The substrate already had this bound.
+    Unchanged,
+    /// The bound changed from `previous` (None: nothing was published).
+    Changed { previous: Option<Duration> },
 }
 
 /// Progress a long job reports with its heartbeat.
@@ -139,6 +160,17 @@ pub trait ExecPlane: Send + Sync + std::fmt::Debug {
         conn: &mut PgConnection,
         job: JobId,
     ) -> Result<Option<String>, ExecError>;
+
+    /// The rescue bound maintenance published for this substrate, if any.
+    async fn rescue_bound(&self, conn: &mut PgConnection) -> Result<Option<Duration>, ExecError>;
+
+    /// Record the rescue bound maintenance uses (checked against
+    /// `awa_core::bounds::RESCUE_AFTER`), so workers heartbeat within it.
+    async fn publish_rescue_bound(
+        &self,
+        conn: &mut PgConnection,
+        bound: Duration,
+    ) -> Result<Published, ExecError>;
 
     /// Finish abandoned attempts (no heartbeat within `stale`, past their
     /// deadline, or a timed-out callback wait) as retries; how many.
@@ -225,7 +257,8 @@ impl ExecPlane for PgExecPlane {
         let slots: Vec<i32> = batch.iter().map(|(t, _)| t.claim_slot).collect();
         let outcomes: Vec<&str> = batch.iter().map(|(_, f)| f.outcome()).collect();
         let delays: Vec<Option<f64>> = batch.iter().map(|(_, f)| f.delay_secs()).collect();
-        let errors: Vec<Option<&str>> = batch.iter().map(|(_, f)| f.error()).collect();
+        let stored_errors: Vec<_> = batch.iter().map(|(_, f)| f.error()).collect();
+        let errors: Vec<Option<&str>> = stored_errors.iter().map(|e| e.as_deref()).collect();
         let rows = sqlx::query(statement(
             include_str!("../sql/call_finish.sql"),
             &self.schema,
@@ -277,7 +310,13 @@ impl ExecPlane for PgExecPlane {
         .bind(token.run_lease.0)
         .bind(token.claim_slot)
         .bind(progress.percent)
-        .bind(progress.message.as_deref())
+        .bind(
+            progress
+                .message
+                .as_deref()
+                .map(awa_core::bounds::error_text)
+                .as_deref(),
+        )
         .bind(progress.checkpoint.as_ref())
         .fetch_one(conn)
         .await?;
@@ -297,6 +336,37 @@ impl ExecPlane for PgExecPlane {
         .fetch_one(conn)
         .await?;
         Ok(from)
+    }
+
+    async fn rescue_bound(&self, conn: &mut PgConnection) -> Result<Option<Duration>, ExecError> {
+        let secs: Option<f64> = sqlx::query_scalar(statement(
+            include_str!("../sql/rescue_bound_read.sql"),
+            &self.schema,
+        ))
+        .fetch_optional(conn)
+        .await?;
+        Ok(secs.and_then(|s| Duration::try_from_secs_f64(s).ok()))
+    }
+
+    async fn publish_rescue_bound(
+        &self,
+        conn: &mut PgConnection,
+        bound: Duration,
+    ) -> Result<Published, ExecError> {
+        awa_core::bounds::RESCUE_AFTER.check(bound)?;
+        let row: Option<Option<f64>> = sqlx::query_scalar(statement(
+            include_str!("../sql/rescue_bound_publish.sql"),
+            &self.schema,
+        ))
+        .bind(bound.as_secs_f64())
+        .fetch_optional(conn)
+        .await?;
+        Ok(match row {
+            None => Published::Unchanged,
+            Some(previous) => Published::Changed {
+                previous: previous.and_then(|s| Duration::try_from_secs_f64(s).ok()),
+            },
+        })
     }
 
     async fn rescue_stale(

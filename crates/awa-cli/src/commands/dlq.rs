@@ -15,13 +15,11 @@ pub async fn run(cli: &Cli, cmd: &DlqCommand) -> Result<(), CliError> {
 
 async fn list(cli: &Cli, args: &DlqListArgs) -> Result<(), CliError> {
     let queue = args.queue.clone().map(QueueName::new).transpose()?;
-    let limit = input::in_range(
-        "limit",
-        args.limit,
-        1,
-        super::job::MAX_LIST,
-        "narrow the list with --queue",
-    )?;
+    let limit = awa_core::bounds::CountBound {
+        hint: "narrow the list with --queue",
+        ..awa_core::bounds::LIST_LIMIT
+    }
+    .check(args.limit)?;
     let url = db::require_url(&cli.database_url)?;
     let mut conn = db::connect_migrated(url).await?;
     let entries = PgDlqPlane::new(db::schema())

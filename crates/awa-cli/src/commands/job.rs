@@ -2,7 +2,7 @@
 
 use crate::cli::{Cli, EnqueueArgs, JobCommand, JobListArgs};
 use crate::{db, error::CliError, input, output};
-use awa_core::{JobState, NewJob, Priority, QueueName};
+use awa_core::{JobState, NewJob, Priority, QueueName, bounds};
 use awa_exec::{ExecPlane, PgExecPlane};
 use awa_history::{HistoryPlane, JobView, PgHistoryPlane};
 use awa_ready::{Enqueued, PgReadyPlane, ReadyPlane};
@@ -12,8 +12,6 @@ use sqlx::Connection;
 /// enough that one statement's arrays stay a few megabytes.
 const BATCH: usize = 5000;
 const BATCH_BYTES: usize = 8 << 20;
-const MAX_COUNT: i64 = 1_000_000;
-pub const MAX_LIST: i64 = 10_000;
 
 pub async fn run(cli: &Cli, cmd: &JobCommand) -> Result<(), CliError> {
     match cmd {
@@ -40,13 +38,11 @@ fn new_job(args: &EnqueueArgs) -> Result<NewJob, CliError> {
     job.max_attempts = args
         .max_attempts
         .map(|m| {
-            input::in_range(
-                "max attempts",
-                m,
-                1,
-                NewJob::MAX_ATTEMPTS as i64,
-                "a job runs at least once; leave it out for the queue default",
-            )
+            bounds::CountBound {
+                hint: "a job runs at least once; leave it out for the queue default",
+                ..bounds::MAX_ATTEMPTS
+            }
+            .check(m)
             .map(|m| m as i32)
         })
         .transpose()?;
@@ -62,13 +58,7 @@ fn new_job(args: &EnqueueArgs) -> Result<NewJob, CliError> {
 
 async fn enqueue(cli: &Cli, args: &EnqueueArgs) -> Result<(), CliError> {
     let job = new_job(args)?;
-    let count = input::in_range(
-        "count",
-        args.count,
-        1,
-        MAX_COUNT,
-        "enqueue larger volumes in several runs",
-    )? as usize;
+    let count = bounds::ENQUEUE_COUNT.check(args.count)? as usize;
     let url = db::require_url(&cli.database_url)?;
     let mut conn = db::connect_migrated(url).await?;
     // The database holds every producer to its substrate's max_job_bytes
@@ -228,13 +218,7 @@ async fn list(cli: &Cli, args: &JobListArgs) -> Result<(), CliError> {
         .map(str::parse::<JobState>)
         .transpose()
         .map_err(CliError::Usage)?;
-    let limit = input::in_range(
-        "limit",
-        args.limit,
-        1,
-        MAX_LIST,
-        "narrow the list with --queue or --state",
-    )?;
+    let limit = bounds::LIST_LIMIT.check(args.limit)?;
     let url = db::require_url(&cli.database_url)?;
     let mut conn = db::connect_migrated(url).await?;
     let jobs = PgHistoryPlane::new(db::schema())

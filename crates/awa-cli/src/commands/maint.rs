@@ -1,40 +1,35 @@
 //! `awa maint ...`
 
 use crate::cli::{Cli, MaintCommand, MaintRunArgs};
-use crate::{db, error::CliError, output, shutdown};
+use crate::{db, error::CliError, input, output, shutdown};
+use awa_core::bounds;
 use awa_maint::leader::{self, LeaderConfig, Role};
 use awa_maint::tasks::{MaintSettings, MaintTask, TaskOutcome};
 use std::sync::Arc;
-use std::time::Duration;
 use tokio::sync::watch;
 
 /// Connections for maintenance alone: the leader's lock connection is
 /// separate, and tasks run one pass at a time each.
 const POOL_SIZE: u32 = 6;
 
-/// Every maintenance task, at the cadences asked for.
-pub fn tasks(
-    cadence: &crate::cli::MaintCadence,
-    instance: uuid::Uuid,
-) -> Result<Vec<Arc<dyn MaintTask>>, CliError> {
+/// The maintenance settings asked for, checked against their bounds.
+/// Called before anything connects.
+pub fn settings(cadence: &crate::cli::MaintCadence) -> Result<MaintSettings, CliError> {
     let settings = MaintSettings {
-        rotate_interval: positive("--rotate-interval", &cadence.rotate_interval)?,
-        rescue_stale: positive("--rescue-after", &cadence.rescue_after)?,
+        rotate_interval: input::bounded_duration(
+            bounds::ROTATE_INTERVAL,
+            &cadence.rotate_interval,
+        )?,
+        rescue_stale: input::bounded_duration(bounds::RESCUE_AFTER, &cadence.rescue_after)?,
         ..MaintSettings::default()
     };
-    Ok(awa_maint::tasks::standard(
-        &db::schema(),
-        &settings,
-        &instance.to_string(),
-    ))
+    settings.validate()?;
+    Ok(settings)
 }
 
-fn positive(flag: &str, text: &str) -> Result<Duration, CliError> {
-    let d = crate::input::duration(flag, text)?;
-    if d < Duration::from_millis(10) {
-        return Err(CliError::Usage(format!("{flag} must be at least 10ms")));
-    }
-    Ok(d)
+/// Every maintenance task, at validated settings.
+pub fn tasks(settings: &MaintSettings, instance: uuid::Uuid) -> Vec<Arc<dyn MaintTask>> {
+    awa_maint::tasks::standard(&db::schema(), settings, &instance.to_string())
 }
 
 pub async fn run(cli: &Cli, cmd: &MaintCommand) -> Result<(), CliError> {
@@ -44,16 +39,18 @@ pub async fn run(cli: &Cli, cmd: &MaintCommand) -> Result<(), CliError> {
 }
 
 async fn run_maint(cli: &Cli, args: &MaintRunArgs) -> Result<(), CliError> {
+    // Validate everything before connecting.
+    let settings = settings(&args.cadence)?;
     let url = db::require_url(&cli.database_url)?;
     let pool = db::pool_migrated(url, POOL_SIZE).await?;
     if args.once {
-        let result = once(cli, args, &pool).await;
+        let result = once(cli, &settings, &pool).await;
         pool.close().await;
         return result;
     }
     let config = LeaderConfig::new(url);
     let instance = config.instance_id;
-    let tasks = tasks(&args.cadence, instance)?;
+    let tasks = tasks(&settings, instance);
     let (stop_tx, stop_rx) = watch::channel(false);
     let (role_tx, mut role_rx) = watch::channel(Role::Candidate);
     let candidate = tokio::spawn(leader::run(
@@ -115,10 +112,10 @@ async fn run_maint(cli: &Cli, args: &MaintRunArgs) -> Result<(), CliError> {
 
 /// One pass of every task, without election: each task is safe to run
 /// beside a leader.
-async fn once(cli: &Cli, args: &MaintRunArgs, pool: &sqlx::PgPool) -> Result<(), CliError> {
+async fn once(cli: &Cli, settings: &MaintSettings, pool: &sqlx::PgPool) -> Result<(), CliError> {
     let mut outcomes = serde_json::Map::new();
     let mut lines = Vec::new();
-    for task in tasks(&args.cadence, uuid::Uuid::new_v4())? {
+    for task in tasks(settings, uuid::Uuid::new_v4()) {
         let outcome = task.run_once(pool).await?;
         lines.push(format!("{}: {}", task.name(), outcome_text(&outcome)));
         outcomes.insert(

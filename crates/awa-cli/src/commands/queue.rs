@@ -3,16 +3,10 @@
 use crate::cli::{Cli, ConfigureArgs, QueueCommand, QueueStatsArgs, Switch};
 use crate::{db, error::CliError, input, output};
 use awa_control::queues::{QueueConfig, QueueSettings};
-use awa_core::{JobState, NewJob, QueueName};
+use awa_core::{JobState, QueueName, bounds};
 use awa_history::{HistoryPlane, PgHistoryPlane};
 use std::collections::BTreeMap;
 use std::time::Duration;
-
-/// `QueueConfig` checks this too, but only once connected.
-const MAX_SHARDS: i64 = 64;
-/// Postgres intervals keep microseconds, so a shorter duration would be
-/// stored as zero: for aging that is a division by zero in every claim.
-const MIN_DURATION: Duration = Duration::from_secs(1);
 
 pub async fn run(cli: &Cli, cmd: &QueueCommand) -> Result<(), CliError> {
     match cmd {
@@ -75,56 +69,20 @@ async fn stats(cli: &Cli, args: &QueueStatsArgs) -> Result<(), CliError> {
 fn queue_config(args: &ConfigureArgs) -> Result<QueueConfig, CliError> {
     let max_attempts = args
         .max_attempts
-        .map(|m| {
-            input::in_range(
-                "max attempts",
-                m,
-                1,
-                NewJob::MAX_ATTEMPTS as i64,
-                "a job runs at least once",
-            )
-        })
+        .map(|m| bounds::MAX_ATTEMPTS.check(m))
         .transpose()?;
-    let shards = args
-        .shards
-        .map(|s| {
-            input::in_range(
-                "shard count",
-                s,
-                1,
-                MAX_SHARDS,
-                "1 keeps strict FIFO per priority; more lets more claimers work at once",
-            )
-        })
-        .transpose()?;
+    let shards = args.shards.map(|s| bounds::SHARDS.check(s)).transpose()?;
     let priority_aging = match args.priority_aging.as_deref() {
         None => None,
         Some("off") => Some(Duration::ZERO),
-        Some(text) => {
-            let d = input::duration("--priority-aging", text)?;
-            if d < MIN_DURATION {
-                return Err(CliError::Usage(
-                    "--priority-aging must be at least 1s; use `off` to turn aging off".into(),
-                ));
-            }
-            Some(d)
-        }
+        Some(text) => Some(input::bounded_duration(bounds::PRIORITY_AGING, text)?),
     };
     let dlq_retention = args
         .dlq_retention
         .as_deref()
-        .map(|text| {
-            let d = input::duration("--dlq-retention", text)?;
-            if d < MIN_DURATION {
-                return Err(CliError::Usage(
-                    "--dlq-retention must be at least 1s; purge with `awa dlq purge` instead"
-                        .into(),
-                ));
-            }
-            Ok(d)
-        })
+        .map(|text| input::bounded_duration(bounds::DLQ_RETENTION, text))
         .transpose()?;
-    Ok(QueueConfig {
+    let config = QueueConfig {
         dlq_enabled: args.dlq.map(|s| s == Switch::On),
         max_attempts: max_attempts.map(|m| m as i32),
         shard_count: shards.map(|s| s as i16),
@@ -135,7 +93,9 @@ fn queue_config(args: &ConfigureArgs) -> Result<QueueConfig, CliError> {
             (_, true) => Some(false),
             _ => None,
         },
-    })
+    };
+    config.validate()?;
+    Ok(config)
 }
 
 async fn configure(cli: &Cli, args: &ConfigureArgs) -> Result<(), CliError> {

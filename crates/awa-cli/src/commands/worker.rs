@@ -2,7 +2,7 @@
 
 use crate::cli::{Cli, WorkerCommand, WorkerRunArgs};
 use crate::handlers::Builtin;
-use crate::{db, error::CliError, input, output, shutdown};
+use crate::{db, error::CliError, output, shutdown};
 use awa_core::QueueName;
 use awa_exec::worker::{StatsSnapshot, Worker, WorkerConfig};
 use awa_history::{HistoryPlane, PgHistoryPlane};
@@ -10,7 +10,6 @@ use awa_maint::leader::{self, LeaderConfig};
 use std::time::Duration;
 use tokio::sync::watch;
 
-const MAX_CONCURRENCY: i64 = 4096;
 const MAX_POOL: u32 = 64;
 const IDLE_CHECK: Duration = Duration::from_millis(200);
 
@@ -29,13 +28,14 @@ async fn run_worker(cli: &Cli, args: &WorkerRunArgs) -> Result<(), CliError> {
         }
     }
     let handler: Builtin = args.handler.parse()?;
-    let concurrency = input::in_range(
-        "concurrency",
-        args.concurrency,
-        1,
-        MAX_CONCURRENCY,
-        "jobs of each queue that run at once",
-    )? as usize;
+    let concurrency = awa_core::bounds::CONCURRENCY.check(args.concurrency)? as usize;
+    let settings = super::maint::settings(&args.cadence)?;
+    let config = WorkerConfig::new(
+        db::schema(),
+        queues.iter().map(|q| (q.clone(), concurrency)).collect(),
+    );
+    config.validate()?;
+    // Everything is validated: only now connect and write.
     let url = db::require_url(&cli.database_url)?;
     // Handlers here do no database work, so a quarter of the concurrency
     // covers claims, finishes and heartbeats; +4 for the listener,
@@ -43,10 +43,6 @@ async fn run_worker(cli: &Cli, args: &WorkerRunArgs) -> Result<(), CliError> {
     let pool_size = ((concurrency / 4 + 4) as u32).min(MAX_POOL);
     let pool = db::pool_migrated(url, pool_size).await?;
 
-    let config = WorkerConfig::new(
-        db::schema(),
-        queues.iter().map(|q| (q.clone(), concurrency)).collect(),
-    );
     let registration = crate::db::Registration::start(
         &pool,
         config.instance_id,
@@ -59,7 +55,7 @@ async fn run_worker(cli: &Cli, args: &WorkerRunArgs) -> Result<(), CliError> {
 
     let (stop_tx, stop_rx) = watch::channel(false);
     let leader_config = LeaderConfig::new(url);
-    let tasks = super::maint::tasks(&args.cadence, leader_config.instance_id)?;
+    let tasks = super::maint::tasks(&settings, leader_config.instance_id);
     let maintenance = (!args.no_maintenance).then(|| {
         tokio::spawn(leader::run(
             leader_config,

@@ -3,11 +3,29 @@
 //! Handlers hand their result to a channel; this task drains whatever has
 //! accumulated and writes it in one round trip. Under load batches grow by
 //! themselves; when idle a single result is written at once.
+//!
+//! A failed write is never retried forever with the same input:
+//! - a transient error (connection, pool, serialization, timeout; see
+//!   [`ExecError::is_transient`]) is retried with backoff, since losing a
+//!   completion means running the job again;
+//! - a permanent error (the data itself: SQLSTATE 22, 23, 42, ...) splits
+//!   the batch, and each result is written on its own, so one unstorable
+//!   result cannot hold back the others;
+//! - a result that still fails on its own is recorded in a fallback form
+//!   (a retry with the default backoff and an error text saying the result
+//!   could not be stored), or, if even that fails, dropped with an error
+//!   log: the attempt stays open and maintenance rescues it once it is
+//!   stale (at-least-once).
+//!
+//! Graceful shutdown bounds this task from outside: past the grace
+//! deadline the worker aborts it, and whatever was not recorded is rescued.
 
 use super::Stats;
-use crate::{ExecPlane, Finish, PgExecPlane};
+use crate::{ExecError, ExecPlane, Finish, Finished, PgExecPlane};
 use awa_core::AttemptToken;
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
 use tokio::sync::mpsc;
 
 /// The planner cannot see a batch's size (it guesses 10 rows for the
@@ -16,10 +34,19 @@ use tokio::sync::mpsc;
 /// round trips (measured in docs/benchmarks.md).
 const MAX_BATCH: usize = 128;
 
+/// Backoff between retries of a transient failure.
+const RETRY_FIRST: Duration = Duration::from_millis(50);
+const RETRY_MAX: Duration = Duration::from_secs(5);
+
+/// Longest database message quoted in a fallback error text.
+const MAX_QUOTED_ERROR: usize = 512;
+
+type Item = (AttemptToken, Finish);
+
 pub(crate) async fn run(
     pool: sqlx::PgPool,
     plane: Arc<PgExecPlane>,
-    mut rx: mpsc::UnboundedReceiver<(AttemptToken, Finish)>,
+    mut rx: mpsc::UnboundedReceiver<Item>,
     stats: Arc<Stats>,
 ) {
     let mut batch = Vec::with_capacity(MAX_BATCH);
@@ -38,39 +65,117 @@ pub(crate) async fn run(
 async fn write_batch(
     pool: &sqlx::PgPool,
     plane: &PgExecPlane,
-    batch: &mut Vec<(AttemptToken, Finish)>,
+    batch: &mut Vec<Item>,
     stats: &Stats,
 ) {
-    // A failed write is retried: losing a completion would mean running the
-    // job again, which at-least-once allows but we avoid when we can.
-    let mut delay = std::time::Duration::from_millis(50);
+    match write_retrying(pool, plane, batch).await {
+        Ok(finished) => record(stats, &finished),
+        Err(err) if batch.len() == 1 => {
+            let item = batch.pop().expect("one item");
+            write_fallback(pool, plane, item, err, stats).await;
+        }
+        Err(err) => {
+            tracing::warn!(error = %err, jobs = batch.len(),
+                "a result in this batch cannot be stored; writing the results one by one");
+            for item in batch.drain(..) {
+                match write_retrying(pool, plane, std::slice::from_ref(&item)).await {
+                    Ok(finished) => record(stats, &finished),
+                    Err(err) => write_fallback(pool, plane, item, err, stats).await,
+                }
+            }
+        }
+    }
+    batch.clear();
+}
+
+/// Write `items` in one call, retrying transient failures with backoff;
+/// a permanent failure is returned.
+async fn write_retrying(
+    pool: &sqlx::PgPool,
+    plane: &PgExecPlane,
+    items: &[Item],
+) -> Result<Vec<Finished>, ExecError> {
+    let mut delay = RETRY_FIRST;
     loop {
         let result = async {
             let mut conn = pool.acquire().await?;
-            plane.finish(&mut conn, batch).await
+            plane.finish(&mut conn, items).await
         }
         .await;
         match result {
-            Ok(finished) => {
-                for f in finished {
-                    if f.accepted {
-                        stats.record(f.next_state);
-                    } else {
-                        stats
-                            .rejected
-                            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                        tracing::warn!(job_id = %f.job_id, run_lease = %f.run_lease,
-                            "finish rejected: the attempt is no longer current (rescued, cancelled or already finished)");
-                    }
-                }
-                batch.clear();
-                return;
-            }
-            Err(err) => {
-                tracing::error!(error = %err, jobs = batch.len(), "could not record finished attempts; retrying");
+            Ok(finished) => return Ok(finished),
+            Err(err) if err.is_transient() => {
+                tracing::error!(error = %err, jobs = items.len(),
+                    "could not record finished attempts (transient); retrying");
                 tokio::time::sleep(delay).await;
-                delay = (delay * 2).min(std::time::Duration::from_secs(5));
+                delay = (delay * 2).min(RETRY_MAX);
             }
+            Err(err) => return Err(err),
+        }
+    }
+}
+
+/// One result the database refused on its own: record a retry with the
+/// default backoff instead, saying why, or drop it (maintenance rescues the
+/// attempt) if even that cannot be stored.
+async fn write_fallback(
+    pool: &sqlx::PgPool,
+    plane: &PgExecPlane,
+    (token, finish): Item,
+    err: ExecError,
+    stats: &Stats,
+) {
+    stats.unstorable.fetch_add(1, Ordering::Relaxed);
+    if finish == Finish::Release {
+        // Counting an attempt for a release would be wrong; the attempt is
+        // rescued (and retried) once stale instead.
+        tracing::error!(job_id = %token.job_id, run_lease = %token.run_lease, error = %err,
+            "could not release the attempt; maintenance will rescue it once it is stale");
+        return;
+    }
+    tracing::error!(job_id = %token.job_id, run_lease = %token.run_lease, error = %err,
+        "the handler's result cannot be stored; recording a retry with the default backoff instead");
+    let fallback = Finish::Retry {
+        delay: None,
+        error: fallback_text(&finish, &err),
+    };
+    match write_retrying(pool, plane, &[(token, fallback)]).await {
+        Ok(finished) => record(stats, &finished),
+        Err(err) => tracing::error!(job_id = %token.job_id, run_lease = %token.run_lease,
+            error = %err,
+            "not even the fallback result could be stored; dropping it: maintenance will rescue the attempt once it is stale (at-least-once)"),
+    }
+}
+
+/// The error text of a fallback retry: plain ASCII, so it is storable
+/// whatever the database encoding.
+fn fallback_text(finish: &Finish, err: &ExecError) -> String {
+    let quoted: String = err
+        .to_string()
+        .chars()
+        .map(|c| {
+            if c.is_ascii() && !c.is_ascii_control() {
+                c
+            } else {
+                '?'
+            }
+        })
+        .take(MAX_QUOTED_ERROR)
+        .collect();
+    format!(
+        "the handler's result ({}) could not be stored and was replaced by a retry with the default backoff: {quoted}",
+        finish.outcome()
+    )
+}
+
+fn record(stats: &Stats, finished: &[Finished]) {
+    for f in finished {
+        if f.accepted {
+            stats.record(f.next_state);
+        } else {
+            stats.rejected.fetch_add(1, Ordering::Relaxed);
+            tracing::warn!(job_id = %f.job_id, run_lease = %f.run_lease,
+                "finish rejected: the attempt is no longer current (rescued, cancelled or already finished)");
         }
     }
 }

@@ -32,10 +32,14 @@ pub struct WorkerConfig {
     /// How often an idle queue is polled when no notification arrives.
     pub poll_interval: Duration,
     /// How long shutdown waits for in-flight jobs before releasing them.
+    /// Shutdown as a whole takes at most this plus [`RECORD_GRACE`],
+    /// whatever the database does.
     pub shutdown_grace: Duration,
-    /// Jobs running longer than this are heartbeated at this cadence, so
-    /// maintenance does not rescue them; keep it well under the rescue
-    /// staleness bound (60 s by default).
+    /// The longest cadence at which jobs running longer than it are
+    /// heartbeated. The worker heartbeats faster when the substrate's
+    /// published rescue bound asks for it: at a third of that bound
+    /// (`awa_core::bounds::heartbeat_cadence`), re-read every
+    /// [`SETTINGS_REFRESH`].
     pub heartbeat_interval: Duration,
     pub instance_id: uuid::Uuid,
 }
@@ -54,6 +58,45 @@ impl WorkerConfig {
     }
 }
 
+/// How often a worker re-reads the substrate's published rescue bound. The
+/// rescue task waits [`RESCUE_BOUND_ADOPTION`] after lowering the bound, so
+/// every worker has read it and heartbeated its jobs before it applies.
+pub const SETTINGS_REFRESH: Duration = Duration::from_secs(1);
+
+/// How long after a lower rescue bound is published before maintenance
+/// rescues by it: a worker re-reads it within [`SETTINGS_REFRESH`] and then
+/// heartbeats every job older than the new cadence at its next tick (at
+/// most another `SETTINGS_REFRESH`), plus a refresh of slack.
+pub const RESCUE_BOUND_ADOPTION: Duration = Duration::from_secs(3);
+
+/// After the shutdown grace period, how long the worker still tries to
+/// record outstanding results (finished jobs and releases). What is not
+/// recorded by then stays open and is rescued by maintenance once stale:
+/// at-least-once, never a shutdown that does not end.
+pub const RECORD_GRACE: Duration = Duration::from_secs(2);
+
+impl WorkerConfig {
+    /// Check every setting against `awa_core::bounds`.
+    pub fn validate(&self) -> Result<(), awa_core::InvalidInput> {
+        use awa_core::bounds;
+        if self.queues.is_empty() {
+            return Err(awa_core::InvalidInput::Name {
+                what: "worker queues",
+                value: String::new(),
+                why: "a worker needs at least one queue to serve".into(),
+            });
+        }
+        for (_, concurrency) in &self.queues {
+            bounds::CONCURRENCY.check(i64::try_from(*concurrency).unwrap_or(i64::MAX))?;
+        }
+        bounds::CLAIM_BATCH.check(i64::try_from(self.claim_batch).unwrap_or(i64::MAX))?;
+        bounds::POLL_INTERVAL.check(self.poll_interval)?;
+        bounds::SHUTDOWN_GRACE.check(self.shutdown_grace)?;
+        bounds::HEARTBEAT_INTERVAL.check(self.heartbeat_interval)?;
+        Ok(())
+    }
+}
+
 /// Counters of what a worker did.
 #[derive(Debug, Default)]
 pub struct Stats {
@@ -66,6 +109,9 @@ pub struct Stats {
     pub dead_lettered: AtomicU64,
     pub released: AtomicU64,
     pub rejected: AtomicU64,
+    /// Results the database refused even on their own: recorded as a retry
+    /// with the default backoff instead, or left for rescue.
+    pub unstorable: AtomicU64,
 }
 
 impl Stats {
@@ -94,6 +140,7 @@ impl Stats {
             dead_lettered: get(&self.dead_lettered),
             released: get(&self.released),
             rejected: get(&self.rejected),
+            unstorable: get(&self.unstorable),
         }
     }
 }
@@ -110,6 +157,7 @@ pub struct StatsSnapshot {
     pub dead_lettered: u64,
     pub released: u64,
     pub rejected: u64,
+    pub unstorable: u64,
 }
 
 /// A worker: handlers by kind plus the queues to serve.
@@ -178,6 +226,7 @@ impl Worker {
         self,
         shutdown: impl std::future::Future<Output = ()> + Send,
     ) -> Result<StatsSnapshot, ExecError> {
+        self.config.validate()?;
         let plane = Arc::new(PgExecPlane::new(self.config.schema.clone()));
         let handlers = Arc::new(self.handlers);
         let (stop_tx, stop_rx) = watch::channel(false);
@@ -229,21 +278,29 @@ impl Worker {
 
         shutdown.await;
         tracing::info!("worker shutting down: no new claims");
+        let grace_over = tokio::time::Instant::now() + self.config.shutdown_grace;
         let _ = stop_tx.send(true);
+        // A dispatcher stuck in a claim the database does not answer is
+        // abandoned at the deadline; a claim that did commit is rescued.
         for d in dispatchers {
-            let _ = d.await;
+            let abort = d.abort_handle();
+            if tokio::time::timeout_at(grace_over, d).await.is_err() {
+                tracing::warn!("a claim did not return within the grace period; abandoning it");
+                abort.abort();
+            }
         }
         listener.abort();
-        heartbeats.abort();
 
-        // Wait for in-flight jobs, up to the grace period.
-        let drained = tokio::time::timeout(self.config.shutdown_grace, async {
+        // Wait for in-flight jobs, up to the grace period (still
+        // heartbeating them, so a short rescue bound does not take them).
+        let drained = tokio::time::timeout_at(grace_over, async {
             for (semaphore, concurrency) in &semaphores {
                 let _ = semaphore.acquire_many(*concurrency as u32).await;
             }
         })
         .await
         .is_ok();
+        heartbeats.abort();
         if !drained {
             let left: Vec<_> = in_flight.lock().expect("in-flight lock").drain().collect();
             tracing::warn!(
@@ -256,29 +313,69 @@ impl Worker {
             }
         }
         drop(done_tx);
-        let _ = completer.await;
+        let record_over = tokio::time::Instant::now().max(grace_over) + RECORD_GRACE;
+        let abort = completer.abort_handle();
+        if tokio::time::timeout_at(record_over, completer)
+            .await
+            .is_err()
+        {
+            abort.abort();
+            tracing::error!(
+                grace = ?self.config.shutdown_grace,
+                "results could not be recorded within the shutdown grace period; giving up: \
+                 maintenance rescues those attempts once they are stale"
+            );
+        }
         Ok(self.stats.snapshot())
     }
 }
 
-/// Keep long attempts alive. Short jobs finish before their first tick and
-/// never touch the lease ring.
+/// Keep long attempts alive. Short jobs finish before their first
+/// heartbeat is due and never touch the lease ring. The cadence follows the
+/// rescue bound the substrate publishes (a third of it, at most `at_most`),
+/// re-read every `SETTINGS_REFRESH`, so maintenance in another process with
+/// a short `--rescue-after` does not take healthy long jobs.
 async fn heartbeat_long_jobs(
     pool: sqlx::PgPool,
     plane: Arc<PgExecPlane>,
     in_flight: InFlight,
-    every: Duration,
+    at_most: Duration,
 ) {
     use crate::ExecPlane;
+    let mut cadence = at_most;
+    let mut read_at: Option<tokio::time::Instant> = None;
+    let mut beaten: HashMap<AttemptToken, std::time::Instant> = HashMap::new();
     loop {
-        tokio::time::sleep(every).await;
-        let due: Vec<(AttemptToken, Arc<std::sync::atomic::AtomicBool>)> = in_flight
-            .lock()
-            .expect("in-flight lock")
-            .iter()
-            .filter(|(_, r)| r.since.elapsed() >= every)
-            .map(|(t, r)| (*t, r.lost.clone()))
-            .collect();
+        if read_at.is_none_or(|t| t.elapsed() >= SETTINGS_REFRESH) {
+            read_at = Some(tokio::time::Instant::now());
+            let bound = async {
+                let mut conn = pool.acquire().await?;
+                plane.rescue_bound(&mut conn).await
+            }
+            .await;
+            match bound {
+                Ok(bound) => {
+                    let next =
+                        bound.map_or(at_most, |b| awa_core::bounds::heartbeat_cadence(b, at_most));
+                    if next != cadence {
+                        tracing::info!(rescue_after = ?bound, cadence = ?next,
+                            "heartbeat cadence follows the substrate's rescue bound");
+                        cadence = next;
+                    }
+                }
+                Err(err) => tracing::warn!(error = %err,
+                    "could not read the rescue bound; keeping the current heartbeat cadence"),
+            }
+        }
+        let due: Vec<(AttemptToken, Arc<std::sync::atomic::AtomicBool>)> = {
+            let running = in_flight.lock().expect("in-flight lock");
+            beaten.retain(|t, _| running.contains_key(t));
+            running
+                .iter()
+                .filter(|(t, r)| beaten.get(t).copied().unwrap_or(r.since).elapsed() >= cadence)
+                .map(|(t, r)| (*t, r.lost.clone()))
+                .collect()
+        };
         for (token, lost) in due {
             let alive = async {
                 let mut conn = pool.acquire().await?;
@@ -288,14 +385,18 @@ async fn heartbeat_long_jobs(
             }
             .await;
             match alive {
-                Ok(true) => {}
+                Ok(true) => {
+                    beaten.insert(token, std::time::Instant::now());
+                }
                 Ok(false) => {
                     tracing::warn!(job_id = %token.job_id, run_lease = %token.run_lease,
                         "attempt is no longer ours (cancelled or rescued); its result will be rejected");
                     lost.store(true, Ordering::Relaxed);
+                    beaten.insert(token, std::time::Instant::now());
                 }
                 Err(err) => tracing::warn!(error = %err, "heartbeat failed; will retry"),
             }
         }
+        tokio::time::sleep(cadence.min(SETTINGS_REFRESH)).await;
     }
 }

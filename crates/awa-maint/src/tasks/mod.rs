@@ -55,6 +55,17 @@ impl Default for MaintSettings {
     }
 }
 
+impl MaintSettings {
+    /// Check the operator-facing settings against `awa_core::bounds`
+    /// (the rescue bound is also refused by `{schema}.exec_settings`).
+    pub fn validate(&self) -> Result<(), awa_core::InvalidInput> {
+        use awa_core::bounds;
+        bounds::ROTATE_INTERVAL.check(self.rotate_interval)?;
+        bounds::RESCUE_AFTER.check(self.rescue_stale)?;
+        Ok(())
+    }
+}
+
 /// Every maintenance task, each on its own cadence.
 pub fn standard(
     schema: &awa_core::SchemaName,
