@@ -93,8 +93,12 @@ pub struct StorageConfigureArgs {
     /// Minimum time terminal history is kept after its ring slot is sealed
     /// (e.g. 2h, 7days; at most 3650days), or `auto` for (queue slots - 2)
     /// x the leader's rotate interval.
-    #[arg(long, value_name = "DURATION|auto")]
-    pub history_retention: String,
+    #[arg(long, value_name = "DURATION|auto", allow_hyphen_values = true)]
+    pub history_retention: Option<String>,
+    /// Largest job enqueue accepts, in bytes of args plus metadata as JSON
+    /// (1024 to 268435456; 1 MiB by default).
+    #[arg(long, value_name = "BYTES", allow_negative_numbers = true)]
+    pub max_job_bytes: Option<i64>,
 }
 
 #[derive(Debug, Args)]

@@ -53,7 +53,7 @@ async fn dump_of_a_pruned_job_says_it_was_pruned() {
         ],
     )
     .json();
-    assert_eq!(set["history_retention_secs"], 0);
+    assert_eq!(set["history_retention_secs"], 0.0);
     awa(url, &["maint", "run", "--once", "--json"]).json();
     awa(url, &["maint", "run", "--once", "--json"]).json();
     awa(url, &["job", "dump", &id])
@@ -94,4 +94,36 @@ async fn history_retention_is_bounded_and_needs_a_substrate() {
     )
     .json();
     assert_eq!(auto["history_retention_secs"], serde_json::Value::Null);
+}
+
+#[tokio::test]
+async fn the_job_size_limit_is_a_substrate_setting() {
+    let db = migrated_db().await;
+    let url = db.url();
+    awa(url, &["storage", "configure"]).refused("nothing to change");
+    for bad in ["1023", "268435457", "-5"] {
+        awa(url, &["storage", "configure", "--max-job-bytes", bad]).refused("max job bytes");
+    }
+    let set = awa(
+        url,
+        &["storage", "configure", "--max-job-bytes", "2048", "--json"],
+    )
+    .json();
+    assert_eq!(set["max_job_bytes"], 2048);
+    let big = format!("{{\"pad\": \"{}\"}}", "x".repeat(4000));
+    awa(
+        url,
+        &[
+            "job", "enqueue", "--queue", "q", "--kind", "k", "--args", &big,
+        ],
+    )
+    .refused("limit");
+    let small = awa(
+        url,
+        &[
+            "job", "enqueue", "--queue", "q", "--kind", "k", "--args", "{}", "--json",
+        ],
+    )
+    .json();
+    assert_eq!(small["inserted"], 1);
 }

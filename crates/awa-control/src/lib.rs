@@ -16,6 +16,7 @@ pub mod queues;
 pub mod rings;
 pub mod runtimes;
 pub mod status;
+pub mod substrate;
 
 pub use error::ControlError;
 pub use plane::{ControlPlane, PgControlPlane};

@@ -166,39 +166,4 @@ impl PgRings {
             _ => PruneOutcome::HorizonUnknown { slot, detail },
         })
     }
-
-    /// Set (or, with `None`, reset to automatic) the minimum time a sealed
-    /// queue-ring slot's terminal history is kept. Bounds: 0 to 3650 days.
-    pub async fn set_history_retention(
-        &self,
-        conn: &mut PgConnection,
-        retention: Option<Duration>,
-    ) -> Result<(), ControlError> {
-        let value = match retention {
-            None => None,
-            Some(d) if d <= MAX_HISTORY_RETENTION => {
-                Some(chrono::Duration::from_std(d).expect("bounded above by MAX_HISTORY_RETENTION"))
-            }
-            Some(d) => {
-                return Err(ControlError::from(awa_core::InvalidInput::OutOfRange {
-                    what: "history retention (seconds)",
-                    value: d.as_secs().min(i64::MAX as u64) as i64,
-                    min: 0,
-                    max: MAX_HISTORY_RETENTION.as_secs() as i64,
-                    hint: "history retention is at most 3650 days",
-                }));
-            }
-        };
-        sqlx::query(statement(
-            include_str!("../sql/set_history_retention.sql"),
-            &self.schema,
-        ))
-        .bind(value)
-        .execute(conn)
-        .await?;
-        Ok(())
-    }
 }
-
-/// The longest history retention a substrate accepts (also a CHECK in SQL).
-pub const MAX_HISTORY_RETENTION: Duration = Duration::from_secs(3650 * 24 * 3600);

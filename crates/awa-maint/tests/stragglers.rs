@@ -123,6 +123,18 @@ async fn set_paused(pool: &PgPool, q: &QueueName, paused: bool) {
         .unwrap();
 }
 
+async fn retention(
+    conn: &mut sqlx::PgConnection,
+    d: Option<Duration>,
+) -> Result<awa_control::substrate::AppliedSettings, awa_control::ControlError> {
+    awa_control::substrate::SubstrateSettings {
+        history_retention: Some(d),
+        ..Default::default()
+    }
+    .apply(conn, &schema())
+    .await
+}
+
 /// 16 queue slots of 20 jobs: what the ring may hold with nothing pinned.
 const BOUND: i64 = 16 * 20 + 4;
 
@@ -381,8 +393,7 @@ async fn terminal_history_is_kept_for_its_retention() {
     assert!(matches!(o, PruneOutcome::Retained { slot: 0, .. }), "{o:?}");
     // An explicit retention wins over the automatic one.
     let mut conn = pool.acquire().await.unwrap();
-    rings()
-        .set_history_retention(&mut conn, Some(Duration::from_secs(3600)))
+    retention(&mut conn, Some(Duration::from_secs(3600)))
         .await
         .unwrap();
     let o = prune(&pool, Ring::Queue, Duration::ZERO).await;
@@ -397,18 +408,14 @@ async fn terminal_history_is_kept_for_its_retention() {
     assert_eq!(history.horizon(&mut conn).await.unwrap(), None);
 
     // Retention 0: the slot goes, and the horizon says so.
-    rings()
-        .set_history_retention(&mut conn, Some(Duration::ZERO))
-        .await
-        .unwrap();
+    retention(&mut conn, Some(Duration::ZERO)).await.unwrap();
     let o = prune(&pool, Ring::Queue, Duration::ZERO).await;
     assert!(matches!(o, PruneOutcome::Retired { slot: 0 }), "{o:?}");
     assert!(history.job(&mut conn, ids[0]).await.unwrap().is_none());
     let horizon = history.horizon(&mut conn).await.unwrap().expect("pruned");
     assert!(horizon.pruned_through >= ids[4]);
     assert!(
-        rings()
-            .set_history_retention(&mut conn, Some(Duration::from_secs(3651 * 86_400)))
+        retention(&mut conn, Some(Duration::from_secs(3651 * 86_400)))
             .await
             .is_err()
     );

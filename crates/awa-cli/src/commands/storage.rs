@@ -3,6 +3,7 @@
 use crate::cli::{Cli, GrantArgs, PrepareArgs, StorageCommand, StorageConfigureArgs};
 use crate::input;
 use crate::{db, error::CliError, output};
+use awa_control::substrate::{MAX_HISTORY_RETENTION, SubstrateSettings};
 use awa_core::{SchemaName, SlotCounts, SubstrateShape};
 use awa_maint::substrate::{self, PrepareOutcome};
 
@@ -16,20 +17,31 @@ pub async fn run(cli: &Cli, cmd: &StorageCommand) -> Result<(), CliError> {
 }
 
 async fn configure(cli: &Cli, args: &StorageConfigureArgs) -> Result<(), CliError> {
+    // Validate everything before connecting.
     let schema = SchemaName::new(args.schema.clone())?;
-    let retention = match args.history_retention.as_str() {
-        "auto" => None,
-        text => {
+    let history_retention = match args.history_retention.as_deref() {
+        None => None,
+        Some("auto") => Some(None),
+        Some(text) => {
             let d = input::duration("--history-retention", text)?;
-            let max = awa_control::rings::MAX_HISTORY_RETENTION;
-            if d > max {
+            if d > MAX_HISTORY_RETENTION {
                 return Err(CliError::Usage(format!(
                     "--history-retention {text:?} is longer than the maximum of 3650days"
                 )));
             }
-            Some(d)
+            Some(Some(d))
         }
     };
+    let settings = SubstrateSettings {
+        history_retention,
+        max_job_bytes: args.max_job_bytes,
+    };
+    if settings.history_retention.is_none() && settings.max_job_bytes.is_none() {
+        return Err(CliError::Usage(
+            "nothing to change: pass --history-retention and/or --max-job-bytes".into(),
+        ));
+    }
+    settings.validate()?;
     let url = db::require_url(&cli.database_url)?;
     let mut conn = db::connect_migrated(url).await?;
     if !substrate::is_substrate(&mut conn, &schema).await? {
@@ -37,21 +49,24 @@ async fn configure(cli: &Cli, args: &StorageConfigureArgs) -> Result<(), CliErro
             "schema {schema} is not a prepared substrate; prepare it first with awa storage prepare-queue-storage-schema"
         )));
     }
-    awa_control::rings::PgRings::new(schema.clone())
-        .set_history_retention(&mut conn, retention)
-        .await?;
+    let applied = settings.apply(&mut conn, &schema).await?;
     let value = serde_json::json!({
         "schema": schema,
-        "history_retention_secs": retention.map(|d| d.as_secs()),
+        "history_retention_secs": applied.history_retention_secs,
+        "max_job_bytes": applied.max_job_bytes,
     });
-    output::emit(cli.json, &value, || match retention {
-        Some(d) => format!(
-            "substrate {schema}: terminal history is kept at least {} after its slot is sealed",
-            humantime::format_duration(d)
-        ),
-        None => format!(
-            "substrate {schema}: history retention is automatic ((queue slots - 2) x rotate interval)"
-        ),
+    output::emit(cli.json, &value, || {
+        let retention = match applied.history_retention_secs {
+            Some(secs) => format!(
+                "terminal history is kept at least {} after its slot is sealed",
+                humantime::format_duration(std::time::Duration::from_secs_f64(secs))
+            ),
+            None => "history retention is automatic ((queue slots - 2) x rotate interval)".into(),
+        };
+        format!(
+            "substrate {schema}: {retention}; jobs up to {} bytes",
+            applied.max_job_bytes
+        )
     });
     Ok(())
 }
