@@ -23,7 +23,8 @@ pub fn schema() -> SchemaName {
 fn unreachable(url: &str, reason: String) -> CliError {
     CliError::Unreachable {
         url: redact(url),
-        reason,
+        // In case the driver quoted part of the string back.
+        reason: awa_core::redact::scrub(&reason, url),
     }
 }
 
@@ -78,18 +79,10 @@ async fn ensure_migrated(conn: &mut PgConnection) -> Result<(), CliError> {
     }
 }
 
-/// The URL without its password, for messages.
+/// The connection string without its passwords, for messages (every form:
+/// URL user info, `?password=`, key=value strings).
 pub fn redact(url: &str) -> String {
-    let Some((scheme, rest)) = url.split_once("://") else {
-        return url.to_string();
-    };
-    let Some((userinfo, host)) = rest.rsplit_once('@') else {
-        return url.to_string();
-    };
-    match userinfo.split_once(':') {
-        Some((user, _password)) => format!("{scheme}://{user}:***@{host}"),
-        None => url.to_string(),
-    }
+    awa_core::redact::redact_conninfo(url)
 }
 
 #[cfg(test)]
@@ -102,6 +95,10 @@ mod tests {
         );
         assert_eq!(super::redact("postgres://h/db"), "postgres://h/db");
         assert_eq!(super::redact("postgres://u@h/db"), "postgres://u@h/db");
+        assert_eq!(
+            super::redact("host=h password='a b'"),
+            "host=h password=***"
+        );
     }
 }
 

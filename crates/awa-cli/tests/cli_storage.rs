@@ -143,3 +143,201 @@ async fn unmigrated_database_is_refused_by_job_commands() {
     let s = status(url);
     assert_eq!(s["schema_version"], Value::Null);
 }
+
+/// Every way a password can be written into a connection string, each
+/// tried against a server that is not there: no output (stderr, stdout,
+/// text or `--json`, flag or `DATABASE_URL`) may contain it, in any of the
+/// forms it was written in. Every password here contains "s3cret".
+#[test]
+fn regression_no_form_of_password_is_ever_printed() {
+    const HOST: &str = "127.0.0.1:1";
+    let cases: Vec<(String, &str)> = vec![
+        // URL user info.
+        (format!("postgres://u:s3cretPW@{HOST}/db"), "s3cretPW"),
+        (format!("postgresql://u:s3cretPW@{HOST}/db"), "s3cretPW"),
+        (format!("postgres://u:s3cretPW@{HOST}"), "s3cretPW"),
+        (format!("postgres://:s3cretPW@{HOST}/db"), "s3cretPW"),
+        (format!("postgres://u:s3cret%50W@{HOST}/db"), "s3cret%50W"),
+        (
+            format!("postgres://u:%73%33%63%72%65%74PW@{HOST}/db"),
+            "%73%33%63%72%65%74PW",
+        ),
+        (
+            format!("postgres://u:s3cretPW@{HOST}/db?sslmode=disable"),
+            "s3cretPW",
+        ),
+        (
+            format!("postgres://u:p@ss:s3cretPW@{HOST}/db"),
+            "p@ss:s3cretPW",
+        ),
+        (format!("postgres://u:s3cret/PW@{HOST}/db"), "s3cret/PW"),
+        (format!("postgres://u:s3cret?PW@{HOST}/db"), "s3cret?PW"),
+        (format!("postgres://u:s3cret#PW@{HOST}/db"), "s3cret#PW"),
+        (
+            format!("postgres://u:s3cretPW@{HOST}/db?application_name=a@b"),
+            "s3cretPW",
+        ),
+        (
+            "postgres://u:s3cretPW@127.0.0.1:99999/db".to_string(),
+            "s3cretPW",
+        ),
+        ("postgres://u:s3cretPW@[::1:1/db".to_string(), "s3cretPW"),
+        (
+            format!("postgres://u:s3cretPW@{HOST}/db?sslmode=bogus"),
+            "s3cretPW",
+        ),
+        (
+            format!("postgres://u:s3cretPW@{HOST}/db?port=abc"),
+            "s3cretPW",
+        ),
+        (
+            format!("postgres://u:s3cretPW@{HOST}/db?statement-cache-capacity=x"),
+            "s3cretPW",
+        ),
+        ("postgres://u:s3cretPW@".to_string(), "s3cretPW"),
+        (
+            format!("postgres://u:s3cretPW@{HOST}/db?host=/nonexistent"),
+            "s3cretPW",
+        ),
+        (format!("postgres://u:s3cretPW@{HOST}/db\n"), "s3cretPW"),
+        (format!(" postgres://u:s3cretPW@{HOST}/db "), "s3cretPW"),
+        (format!("mysql://u:s3cretPW@{HOST}/db"), "s3cretPW"),
+        (format!("http://u:s3cretPW@{HOST}/"), "s3cretPW"),
+        // Query parameters.
+        (
+            format!("postgres://{HOST}/db?password=s3cretPW"),
+            "s3cretPW",
+        ),
+        (
+            format!("postgres://u@{HOST}/db?password=s3cretPW"),
+            "s3cretPW",
+        ),
+        (
+            format!("postgres://{HOST}/db?user=u&password=s3cretPW&sslmode=disable"),
+            "s3cretPW",
+        ),
+        (
+            format!("postgres://{HOST}/db?PASSWORD=s3cretPW"),
+            "s3cretPW",
+        ),
+        (
+            format!("postgres://{HOST}/db?Password=s3cretPW"),
+            "s3cretPW",
+        ),
+        (
+            format!("postgres://{HOST}/db?pass%77ord=s3cretPW"),
+            "s3cretPW",
+        ),
+        (
+            format!("postgres://{HOST}/db?password=s3cret%50W"),
+            "s3cret%50W",
+        ),
+        (format!("postgres://{HOST}/db?passwd=s3cretPW"), "s3cretPW"),
+        (
+            format!("postgres://{HOST}/db?sslpassword=s3cretPW"),
+            "s3cretPW",
+        ),
+        (
+            format!("postgres://{HOST}/db?password=s3cretPW#frag"),
+            "s3cretPW",
+        ),
+        (
+            format!("postgres://{HOST}/db?application_name=a@b&password=s3cretPW"),
+            "s3cretPW",
+        ),
+        (
+            format!("postgres://u:other@{HOST}/db?password=s3cretPW"),
+            "s3cretPW",
+        ),
+        (
+            format!("postgres://{HOST}/db?a=b?password=s3cretPW"),
+            "s3cretPW",
+        ),
+        // Keyword/value strings.
+        (
+            "host=127.0.0.1 port=1 password=s3cretPW".to_string(),
+            "s3cretPW",
+        ),
+        (
+            "host=127.0.0.1 port=1 password='s3cretPW'".to_string(),
+            "s3cretPW",
+        ),
+        (
+            "host=127.0.0.1 port=1 password = s3cretPW".to_string(),
+            "s3cretPW",
+        ),
+        (
+            "password=s3cretPW host=127.0.0.1 port=1".to_string(),
+            "s3cretPW",
+        ),
+        (
+            "host=127.0.0.1 password='a b s3cretPW'".to_string(),
+            "a b s3cretPW",
+        ),
+        (
+            r"host=127.0.0.1 password='a\'b s3cretPW'".to_string(),
+            r"a\'b s3cretPW",
+        ),
+        ("host=127.0.0.1 password='s3cretPW".to_string(), "s3cretPW"),
+        ("host=127.0.0.1 PASSWORD=s3cretPW".to_string(), "s3cretPW"),
+        (
+            r"host=127.0.0.1 password=s3cret\ PW".to_string(),
+            r"s3cret\ PW",
+        ),
+        (
+            "user=u password=s3cretPW dbname=db sslmode=require".to_string(),
+            "s3cretPW",
+        ),
+        ("  password=s3cretPW  ".to_string(), "s3cretPW"),
+        // Neither: shown not at all.
+        (format!("u:s3cretPW@{HOST}/db"), "s3cretPW"),
+        (format!("postgres:/u:s3cretPW@{HOST}/db"), "s3cretPW"),
+        ("s3cretPW".to_string(), "s3cretPW"),
+    ];
+    let mut leaks = Vec::new();
+    let check = |label: String, run: &common::Run, raw: &str, leaks: &mut Vec<String>| {
+        assert!(!run.ok(), "{label}: expected a refusal, got {run:#?}");
+        for out in [&run.stdout, &run.stderr] {
+            if out.contains("s3cret") || out.contains(raw) {
+                leaks.push(format!("{label}: {out}"));
+            }
+        }
+    };
+    for (url, raw) in &cases {
+        for json in [false, true] {
+            let mut args = vec!["storage", "status"];
+            if json {
+                args.push("--json");
+            }
+            let run = awa(url, &args);
+            check(format!("{url:?} {args:?}"), &run, raw, &mut leaks);
+            if json {
+                // --json puts the error on stdout too.
+                assert!(run.stdout.contains("\"error\""), "{url:?}: {run:#?}");
+            }
+        }
+        let run = common::awa_env(&[("DATABASE_URL", url.as_str())], &["job", "list"]);
+        check(
+            format!("DATABASE_URL={url:?} job list"),
+            &run,
+            raw,
+            &mut leaks,
+        );
+    }
+    // A password from the environment is not in the string at all.
+    let run = common::awa_env(
+        &[
+            ("PGPASSWORD", "s3cretPW"),
+            ("DATABASE_URL", &format!("postgres://u@{HOST}/db")),
+        ],
+        &["migrate"],
+    );
+    check("PGPASSWORD".to_string(), &run, "s3cretPW", &mut leaks);
+    assert!(
+        leaks.is_empty(),
+        "{} of {} runs printed a password:\n{}",
+        leaks.len(),
+        cases.len() * 3 + 1,
+        leaks.join("\n")
+    );
+}

@@ -11,6 +11,7 @@
 mod ids;
 mod job;
 mod names;
+pub mod redact;
 pub mod sql;
 mod substrate;
 
