@@ -341,3 +341,66 @@ fn regression_no_form_of_password_is_ever_printed() {
         leaks.join("\n")
     );
 }
+
+/// A database error reaches the user as PostgreSQL's message, detail and
+/// hint (and its SQLSTATE in --json), never sqlx's "at line NNNN" (a line
+/// of PostgreSQL's C source).
+#[tokio::test]
+async fn regression_database_errors_show_message_and_hint_not_a_source_line() {
+    let db = migrated_db().await;
+    let url = db.url();
+    let mut conn = sqlx::PgConnection::connect(url).await.expect("connect");
+    let role = format!("{}_rt", db.name());
+    sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
+        "CREATE ROLE {role} NOLOGIN; CREATE TABLE awa.unclassified_thing (x int)"
+    )))
+    .execute(&mut conn)
+    .await
+    .expect("setup");
+
+    // A refusal raised by our SQL with a hint (the privileges matrix does
+    // not classify a table), through awa-maint.
+    let args = ["storage", "grant-runtime-role", "--role", role.as_str()];
+    let run = awa(url, &args);
+    run.refused("not classified in the runtime privileges matrix");
+    assert!(
+        run.stderr.contains("hint: Add each to the matrix"),
+        "{run:#?}"
+    );
+    assert!(!run.stderr.contains("at line"), "{run:#?}");
+    let json_args = [&args[..], &["--json"]].concat();
+    let run = awa(url, &json_args);
+    let out: Value = serde_json::from_str(&run.stdout).expect("JSON error");
+    assert_eq!(out["sqlstate"], "55000", "{out}");
+    assert!(
+        out["hint"].as_str().is_some_and(|h| h.contains("Add each")),
+        "{out}"
+    );
+    assert!(!out["error"].as_str().unwrap().contains("at line"), "{out}");
+
+    // An error PostgreSQL raises itself, through a plane (history): a
+    // role without grants lists jobs.
+    sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
+        "ALTER ROLE {role} LOGIN PASSWORD 'pw'; GRANT USAGE ON SCHEMA awa TO {role}; \
+         GRANT SELECT ON awa.schema_version TO {role}"
+    )))
+    .execute(&mut conn)
+    .await
+    .expect("login");
+    let (scheme, rest) = url.split_once("://").unwrap();
+    let host = rest.rsplit_once('@').map_or(rest, |(_, h)| h);
+    let role_url = format!("{scheme}://{role}:pw@{host}");
+    let run = awa(&role_url, &["job", "list", "--json"]);
+    assert!(!run.ok(), "{run:#?}");
+    assert!(run.stderr.contains("permission denied"), "{run:#?}");
+    assert!(!run.stderr.contains("at line"), "{run:#?}");
+    let out: Value = serde_json::from_str(&run.stdout).expect("JSON error");
+    assert_eq!(out["sqlstate"], "42501", "{out}");
+
+    sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
+        "DROP TABLE awa.unclassified_thing; DROP OWNED BY {role}; DROP ROLE {role}"
+    )))
+    .execute(&mut conn)
+    .await
+    .expect("cleanup");
+}

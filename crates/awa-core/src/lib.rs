@@ -8,6 +8,7 @@
 //! needs to talk to Postgres does so itself; this crate only gives it words
 //! that are already known to be valid.
 
+pub mod db_error;
 mod ids;
 mod job;
 mod names;
