@@ -404,3 +404,62 @@ async fn regression_database_errors_show_message_and_hint_not_a_source_line() {
     .await
     .expect("cleanup");
 }
+
+/// The binary's own paths (enqueue, worker with its registry, listener and
+/// completer, maintenance, reads, dlq) work as a role given only
+/// `awa storage grant-runtime-role`; changing queue settings stays the
+/// owner's.
+#[tokio::test]
+async fn the_binary_works_as_the_runtime_role() {
+    let db = migrated_db().await;
+    let url = db.url();
+    let mut conn = sqlx::PgConnection::connect(url).await.expect("connect");
+    let role = format!("{}_rt", db.name());
+    sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
+        "CREATE ROLE {role} LOGIN PASSWORD 'pw'"
+    )))
+    .execute(&mut conn)
+    .await
+    .expect("role");
+    let granted = awa(url, &["storage", "grant-runtime-role", "--role", &role]);
+    assert!(granted.ok(), "{granted:#?}");
+    let (scheme, rest) = url.split_once("://").unwrap();
+    let host = rest.rsplit_once('@').map_or(rest, |(_, h)| h);
+    let rt = format!("{scheme}://{role}:pw@{host}");
+
+    common::enqueue(&rt, "rq", "k", 30);
+    let run = awa(
+        &rt,
+        &[
+            "worker",
+            "run",
+            "--queue",
+            "rq",
+            "--handler",
+            "fail-first:1",
+            "--exit-when-idle",
+            "--json",
+        ],
+    )
+    .json();
+    assert_eq!(run["completed"], 30, "{run}");
+    let maint = awa(&rt, &["maint", "run", "--once", "--json"]);
+    assert!(maint.ok(), "{maint:#?}");
+    for args in [
+        vec!["job", "list", "--json"],
+        vec!["queue", "stats", "--json"],
+        vec!["storage", "status", "--json"],
+        vec!["dlq", "list", "--json"],
+    ] {
+        let run = awa(&rt, &args);
+        assert!(run.ok(), "{args:?}: {run:#?}");
+    }
+    awa(&rt, &["queue", "configure", "rq", "--dlq", "on"]).refused("permission denied");
+
+    sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
+        "DROP OWNED BY {role}; DROP ROLE {role}"
+    )))
+    .execute(&mut conn)
+    .await
+    .expect("cleanup");
+}
