@@ -20,6 +20,12 @@ pub fn schema() -> SchemaName {
     SchemaName::default_schema()
 }
 
+/// A connection failure as the user should read it (a refusal by the
+/// server, such as a wrong password or database, is a database error).
+fn describe(err: &sqlx::Error) -> String {
+    awa_core::db_error::Described(err).to_string()
+}
+
 fn unreachable(url: &str, reason: String) -> CliError {
     CliError::Unreachable {
         url: redact(url),
@@ -31,7 +37,7 @@ fn unreachable(url: &str, reason: String) -> CliError {
 pub async fn connect(url: &str) -> Result<PgConnection, CliError> {
     match tokio::time::timeout(CONNECT_TIMEOUT, PgConnection::connect(url)).await {
         Ok(Ok(conn)) => Ok(conn),
-        Ok(Err(err)) => Err(unreachable(url, err.to_string())),
+        Ok(Err(err)) => Err(unreachable(url, describe(&err))),
         Err(_) => Err(unreachable(
             url,
             format!("no answer within {}s", CONNECT_TIMEOUT.as_secs()),
@@ -59,7 +65,7 @@ pub async fn pool_migrated(url: &str, size: u32) -> Result<PgPool, CliError> {
         .connect(url);
     let pool = match tokio::time::timeout(CONNECT_TIMEOUT, connecting).await {
         Ok(Ok(pool)) => pool,
-        Ok(Err(err)) => return Err(unreachable(url, err.to_string())),
+        Ok(Err(err)) => return Err(unreachable(url, describe(&err))),
         Err(_) => {
             return Err(unreachable(
                 url,

@@ -397,6 +397,15 @@ async fn regression_database_errors_show_message_and_hint_not_a_source_line() {
     let out: Value = serde_json::from_str(&run.stdout).expect("JSON error");
     assert_eq!(out["sqlstate"], "42501", "{out}");
 
+    // A refusal while connecting: the server says the database is not there.
+    let (base, _) = url.rsplit_once('/').unwrap();
+    let run = awa(
+        &format!("{base}/no_such_database_here"),
+        &["storage", "status"],
+    );
+    run.refused("does not exist");
+    assert!(!run.stderr.contains("at line"), "{run:#?}");
+
     sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
         "DROP TABLE awa.unclassified_thing; DROP OWNED BY {role}; DROP ROLE {role}"
     )))
