@@ -23,7 +23,10 @@ pub async fn run(jobs: usize) -> Result<ExitCode, BoxError> {
     let server = PgServer::shared().await?;
     let url = server.url().to_string();
     if server.kind() != ServerKind::External {
-        println!("throwaway PostgreSQL at {url} (removed when this command exits)");
+        println!(
+            "throwaway PostgreSQL at {} (removed when this command exits)",
+            awa_core::redact::redact_conninfo(&url)
+        );
     }
     awa_maint::migrate(&url).await?;
     let queue = QueueName::new(QUEUE)?;

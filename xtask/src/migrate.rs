@@ -8,7 +8,10 @@ pub async fn run() -> Result<ExitCode, BoxError> {
     let server = PgServer::shared().await?;
     let url = server.url().to_string();
     if server.kind() != ServerKind::External {
-        println!("throwaway PostgreSQL at {url} (removed when this command exits)");
+        println!(
+            "throwaway PostgreSQL at {} (removed when this command exits)",
+            awa_core::redact::redact_conninfo(&url)
+        );
     }
     let report = awa_maint::migrate(&url).await?;
     if report.applied.is_empty() {

@@ -78,8 +78,9 @@ pub enum StorageCommand {
     PrepareQueueStorageSchema(PrepareArgs),
     /// Show schema version, substrates, rings and transition state.
     Status,
-    /// Grant a role what workers and maintenance need on a substrate (DML,
-    /// TRUNCATE of ring slots, functions) and no DDL.
+    /// Grant a role exactly what workers, maintenance and the job/dlq
+    /// commands need on a substrate (per table and operation; no DDL, no
+    /// write on installer code or the schema version). Re-run to converge.
     GrantRuntimeRole(GrantArgs),
     /// Change a substrate's settings (run as the migrator).
     Configure(StorageConfigureArgs),

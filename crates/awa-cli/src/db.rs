@@ -20,17 +20,24 @@ pub fn schema() -> SchemaName {
     SchemaName::default_schema()
 }
 
+/// A connection failure as the user should read it (a refusal by the
+/// server, such as a wrong password or database, is a database error).
+fn describe(err: &sqlx::Error) -> String {
+    awa_core::db_error::Described(err).to_string()
+}
+
 fn unreachable(url: &str, reason: String) -> CliError {
     CliError::Unreachable {
         url: redact(url),
-        reason,
+        // In case the driver quoted part of the string back.
+        reason: awa_core::redact::scrub(&reason, url),
     }
 }
 
 pub async fn connect(url: &str) -> Result<PgConnection, CliError> {
     match tokio::time::timeout(CONNECT_TIMEOUT, PgConnection::connect(url)).await {
         Ok(Ok(conn)) => Ok(conn),
-        Ok(Err(err)) => Err(unreachable(url, err.to_string())),
+        Ok(Err(err)) => Err(unreachable(url, describe(&err))),
         Err(_) => Err(unreachable(
             url,
             format!("no answer within {}s", CONNECT_TIMEOUT.as_secs()),
@@ -58,7 +65,7 @@ pub async fn pool_migrated(url: &str, size: u32) -> Result<PgPool, CliError> {
         .connect(url);
     let pool = match tokio::time::timeout(CONNECT_TIMEOUT, connecting).await {
         Ok(Ok(pool)) => pool,
-        Ok(Err(err)) => return Err(unreachable(url, err.to_string())),
+        Ok(Err(err)) => return Err(unreachable(url, describe(&err))),
         Err(_) => {
             return Err(unreachable(
                 url,
@@ -78,18 +85,10 @@ async fn ensure_migrated(conn: &mut PgConnection) -> Result<(), CliError> {
     }
 }
 
-/// The URL without its password, for messages.
+/// The connection string without its passwords, for messages (every form:
+/// URL user info, `?password=`, key=value strings).
 pub fn redact(url: &str) -> String {
-    let Some((scheme, rest)) = url.split_once("://") else {
-        return url.to_string();
-    };
-    let Some((userinfo, host)) = rest.rsplit_once('@') else {
-        return url.to_string();
-    };
-    match userinfo.split_once(':') {
-        Some((user, _password)) => format!("{scheme}://{user}:***@{host}"),
-        None => url.to_string(),
-    }
+    awa_core::redact::redact_conninfo(url)
 }
 
 #[cfg(test)]
@@ -102,6 +101,10 @@ mod tests {
         );
         assert_eq!(super::redact("postgres://h/db"), "postgres://h/db");
         assert_eq!(super::redact("postgres://u@h/db"), "postgres://u@h/db");
+        assert_eq!(
+            super::redact("host=h password='a b'"),
+            "host=h password=***"
+        );
     }
 }
 

@@ -30,11 +30,54 @@ pub enum CliError {
     Dlq(#[from] awa_dlq::DlqError),
     /// Transaction control and pool checkouts; statements themselves fail
     /// through the plane errors above.
-    #[error("database error: {0}")]
+    #[error("database error: {}", awa_core::db_error::Described(.0))]
     Database(#[from] sqlx::Error),
     /// A task of ours that panicked; a bug, not a user error.
     #[error("internal error: {0}")]
     Internal(String),
     #[error("could not write output: {0}")]
     Io(#[from] std::io::Error),
+}
+
+/// What `--json` adds to a database error's message.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct DatabaseFields {
+    pub sqlstate: Option<String>,
+    pub detail: Option<String>,
+    pub hint: Option<String>,
+}
+
+impl CliError {
+    /// The database error underneath, whichever plane passed it on.
+    fn database_error(&self) -> Option<&sqlx::Error> {
+        match self {
+            CliError::Database(e)
+            | CliError::Control(awa_control::ControlError::Database(e))
+            | CliError::Ready(awa_ready::ReadyError::Database(e))
+            | CliError::Exec(awa_exec::ExecError::Database(e))
+            | CliError::History(awa_history::HistoryError::Database(e))
+            | CliError::Dlq(awa_dlq::DlqError::Database(e))
+            | CliError::Maint(awa_maint::MaintError::Database(e)) => Some(e),
+            _ => None,
+        }
+    }
+
+    /// SQLSTATE, detail and hint of a database error (empty otherwise).
+    pub fn database_fields(&self) -> DatabaseFields {
+        use awa_core::db_error;
+        if let CliError::Maint(awa_maint::MaintError::Rejected { hint, sqlstate, .. }) = self {
+            return DatabaseFields {
+                sqlstate: Some(sqlstate.clone()),
+                detail: None,
+                hint: hint.clone(),
+            };
+        }
+        self.database_error()
+            .map(|e| DatabaseFields {
+                sqlstate: db_error::sqlstate(e),
+                detail: db_error::detail(e).map(str::to_string),
+                hint: db_error::hint(e).map(str::to_string),
+            })
+            .unwrap_or_default()
+    }
 }

@@ -43,7 +43,14 @@ fn main() -> ExitCode {
 fn init_tracing(verbose: bool) {
     let default = if verbose { "info,awa=debug" } else { "warn" };
     let filter = tracing_subscriber::EnvFilter::try_from_env("AWA_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default))
+        // sqlx warns about an unknown connection parameter with its value
+        // (`?passwd=...`, `?Password=...`): never, whatever AWA_LOG says.
+        .add_directive(
+            "sqlx_postgres::options=error"
+                .parse()
+                .expect("a valid directive"),
+        );
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)

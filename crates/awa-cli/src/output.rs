@@ -37,7 +37,18 @@ pub fn print_raw(s: &str) {
 
 pub fn print_error(json: bool, err: &CliError) {
     if json {
-        print_line(&serde_json::json!({ "error": err.to_string() }).to_string());
+        let mut out = serde_json::json!({ "error": err.to_string() });
+        let fields = err.database_fields();
+        for (key, value) in [
+            ("sqlstate", fields.sqlstate),
+            ("detail", fields.detail),
+            ("hint", fields.hint),
+        ] {
+            if let Some(value) = value {
+                out[key] = value.into();
+            }
+        }
+        print_line(&out.to_string());
     }
     eprintln!("error: {err}");
 }

@@ -143,3 +143,332 @@ async fn unmigrated_database_is_refused_by_job_commands() {
     let s = status(url);
     assert_eq!(s["schema_version"], Value::Null);
 }
+
+/// Every way a password can be written into a connection string, each
+/// tried against a server that is not there: no output (stderr, stdout,
+/// text or `--json`, flag or `DATABASE_URL`) may contain it, in any of the
+/// forms it was written in. Every password here contains "s3cret".
+#[test]
+fn regression_no_form_of_password_is_ever_printed() {
+    const HOST: &str = "127.0.0.1:1";
+    let cases: Vec<(String, &str)> = vec![
+        // URL user info.
+        (format!("postgres://u:s3cretPW@{HOST}/db"), "s3cretPW"),
+        (format!("postgresql://u:s3cretPW@{HOST}/db"), "s3cretPW"),
+        (format!("postgres://u:s3cretPW@{HOST}"), "s3cretPW"),
+        (format!("postgres://:s3cretPW@{HOST}/db"), "s3cretPW"),
+        (format!("postgres://u:s3cret%50W@{HOST}/db"), "s3cret%50W"),
+        (
+            format!("postgres://u:%73%33%63%72%65%74PW@{HOST}/db"),
+            "%73%33%63%72%65%74PW",
+        ),
+        (
+            format!("postgres://u:s3cretPW@{HOST}/db?sslmode=disable"),
+            "s3cretPW",
+        ),
+        (
+            format!("postgres://u:p@ss:s3cretPW@{HOST}/db"),
+            "p@ss:s3cretPW",
+        ),
+        (format!("postgres://u:s3cret/PW@{HOST}/db"), "s3cret/PW"),
+        (format!("postgres://u:s3cret?PW@{HOST}/db"), "s3cret?PW"),
+        (format!("postgres://u:s3cret#PW@{HOST}/db"), "s3cret#PW"),
+        (
+            format!("postgres://u:s3cretPW@{HOST}/db?application_name=a@b"),
+            "s3cretPW",
+        ),
+        (
+            "postgres://u:s3cretPW@127.0.0.1:99999/db".to_string(),
+            "s3cretPW",
+        ),
+        ("postgres://u:s3cretPW@[::1:1/db".to_string(), "s3cretPW"),
+        (
+            format!("postgres://u:s3cretPW@{HOST}/db?sslmode=bogus"),
+            "s3cretPW",
+        ),
+        (
+            format!("postgres://u:s3cretPW@{HOST}/db?port=abc"),
+            "s3cretPW",
+        ),
+        (
+            format!("postgres://u:s3cretPW@{HOST}/db?statement-cache-capacity=x"),
+            "s3cretPW",
+        ),
+        ("postgres://u:s3cretPW@".to_string(), "s3cretPW"),
+        (
+            format!("postgres://u:s3cretPW@{HOST}/db?host=/nonexistent"),
+            "s3cretPW",
+        ),
+        (format!("postgres://u:s3cretPW@{HOST}/db\n"), "s3cretPW"),
+        (format!(" postgres://u:s3cretPW@{HOST}/db "), "s3cretPW"),
+        (format!("mysql://u:s3cretPW@{HOST}/db"), "s3cretPW"),
+        (format!("http://u:s3cretPW@{HOST}/"), "s3cretPW"),
+        // Query parameters.
+        (
+            format!("postgres://{HOST}/db?password=s3cretPW"),
+            "s3cretPW",
+        ),
+        (
+            format!("postgres://u@{HOST}/db?password=s3cretPW"),
+            "s3cretPW",
+        ),
+        (
+            format!("postgres://{HOST}/db?user=u&password=s3cretPW&sslmode=disable"),
+            "s3cretPW",
+        ),
+        (
+            format!("postgres://{HOST}/db?PASSWORD=s3cretPW"),
+            "s3cretPW",
+        ),
+        (
+            format!("postgres://{HOST}/db?Password=s3cretPW"),
+            "s3cretPW",
+        ),
+        (
+            format!("postgres://{HOST}/db?pass%77ord=s3cretPW"),
+            "s3cretPW",
+        ),
+        (
+            format!("postgres://{HOST}/db?password=s3cret%50W"),
+            "s3cret%50W",
+        ),
+        (format!("postgres://{HOST}/db?passwd=s3cretPW"), "s3cretPW"),
+        (
+            format!("postgres://{HOST}/db?sslpassword=s3cretPW"),
+            "s3cretPW",
+        ),
+        (
+            format!("postgres://{HOST}/db?password=s3cretPW#frag"),
+            "s3cretPW",
+        ),
+        (
+            format!("postgres://{HOST}/db?application_name=a@b&password=s3cretPW"),
+            "s3cretPW",
+        ),
+        (
+            format!("postgres://u:other@{HOST}/db?password=s3cretPW"),
+            "s3cretPW",
+        ),
+        (
+            format!("postgres://{HOST}/db?a=b?password=s3cretPW"),
+            "s3cretPW",
+        ),
+        // Keyword/value strings.
+        (
+            "host=127.0.0.1 port=1 password=s3cretPW".to_string(),
+            "s3cretPW",
+        ),
+        (
+            "host=127.0.0.1 port=1 password='s3cretPW'".to_string(),
+            "s3cretPW",
+        ),
+        (
+            "host=127.0.0.1 port=1 password = s3cretPW".to_string(),
+            "s3cretPW",
+        ),
+        (
+            "password=s3cretPW host=127.0.0.1 port=1".to_string(),
+            "s3cretPW",
+        ),
+        (
+            "host=127.0.0.1 password='a b s3cretPW'".to_string(),
+            "a b s3cretPW",
+        ),
+        (
+            r"host=127.0.0.1 password='a\'b s3cretPW'".to_string(),
+            r"a\'b s3cretPW",
+        ),
+        ("host=127.0.0.1 password='s3cretPW".to_string(), "s3cretPW"),
+        ("host=127.0.0.1 PASSWORD=s3cretPW".to_string(), "s3cretPW"),
+        (
+            r"host=127.0.0.1 password=s3cret\ PW".to_string(),
+            r"s3cret\ PW",
+        ),
+        (
+            "user=u password=s3cretPW dbname=db sslmode=require".to_string(),
+            "s3cretPW",
+        ),
+        ("  password=s3cretPW  ".to_string(), "s3cretPW"),
+        // Neither: shown not at all.
+        (format!("u:s3cretPW@{HOST}/db"), "s3cretPW"),
+        (format!("postgres:/u:s3cretPW@{HOST}/db"), "s3cretPW"),
+        ("s3cretPW".to_string(), "s3cretPW"),
+    ];
+    let mut leaks = Vec::new();
+    let check = |label: String, run: &common::Run, raw: &str, leaks: &mut Vec<String>| {
+        assert!(!run.ok(), "{label}: expected a refusal, got {run:#?}");
+        for out in [&run.stdout, &run.stderr] {
+            if out.contains("s3cret") || out.contains(raw) {
+                leaks.push(format!("{label}: {out}"));
+            }
+        }
+    };
+    for (url, raw) in &cases {
+        for json in [false, true] {
+            let mut args = vec!["storage", "status"];
+            if json {
+                args.push("--json");
+            }
+            let run = awa(url, &args);
+            check(format!("{url:?} {args:?}"), &run, raw, &mut leaks);
+            if json {
+                // --json puts the error on stdout too.
+                assert!(run.stdout.contains("\"error\""), "{url:?}: {run:#?}");
+            }
+        }
+        let run = common::awa_env(&[("DATABASE_URL", url.as_str())], &["job", "list"]);
+        check(
+            format!("DATABASE_URL={url:?} job list"),
+            &run,
+            raw,
+            &mut leaks,
+        );
+    }
+    // A password from the environment is not in the string at all.
+    let run = common::awa_env(
+        &[
+            ("PGPASSWORD", "s3cretPW"),
+            ("DATABASE_URL", &format!("postgres://u@{HOST}/db")),
+        ],
+        &["migrate"],
+    );
+    check("PGPASSWORD".to_string(), &run, "s3cretPW", &mut leaks);
+    assert!(
+        leaks.is_empty(),
+        "{} of {} runs printed a password:\n{}",
+        leaks.len(),
+        cases.len() * 3 + 1,
+        leaks.join("\n")
+    );
+}
+
+/// A database error reaches the user as PostgreSQL's message, detail and
+/// hint (and its SQLSTATE in --json), never sqlx's "at line NNNN" (a line
+/// of PostgreSQL's C source).
+#[tokio::test]
+async fn regression_database_errors_show_message_and_hint_not_a_source_line() {
+    let db = migrated_db().await;
+    let url = db.url();
+    let mut conn = sqlx::PgConnection::connect(url).await.expect("connect");
+    let role = format!("{}_rt", db.name());
+    sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
+        "CREATE ROLE {role} NOLOGIN; CREATE TABLE awa.unclassified_thing (x int)"
+    )))
+    .execute(&mut conn)
+    .await
+    .expect("setup");
+
+    // A refusal raised by our SQL with a hint (the privileges matrix does
+    // not classify a table), through awa-maint.
+    let args = ["storage", "grant-runtime-role", "--role", role.as_str()];
+    let run = awa(url, &args);
+    run.refused("not classified in the runtime privileges matrix");
+    assert!(
+        run.stderr.contains("hint: Add each to the matrix"),
+        "{run:#?}"
+    );
+    assert!(!run.stderr.contains("at line"), "{run:#?}");
+    let json_args = [&args[..], &["--json"]].concat();
+    let run = awa(url, &json_args);
+    let out: Value = serde_json::from_str(&run.stdout).expect("JSON error");
+    assert_eq!(out["sqlstate"], "55000", "{out}");
+    assert!(
+        out["hint"].as_str().is_some_and(|h| h.contains("Add each")),
+        "{out}"
+    );
+    assert!(!out["error"].as_str().unwrap().contains("at line"), "{out}");
+
+    // An error PostgreSQL raises itself, through a plane (history): a
+    // role without grants lists jobs.
+    sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
+        "ALTER ROLE {role} LOGIN PASSWORD 'pw'; GRANT USAGE ON SCHEMA awa TO {role}; \
+         GRANT SELECT ON awa.schema_version TO {role}"
+    )))
+    .execute(&mut conn)
+    .await
+    .expect("login");
+    let (scheme, rest) = url.split_once("://").unwrap();
+    let host = rest.rsplit_once('@').map_or(rest, |(_, h)| h);
+    let role_url = format!("{scheme}://{role}:pw@{host}");
+    let run = awa(&role_url, &["job", "list", "--json"]);
+    assert!(!run.ok(), "{run:#?}");
+    assert!(run.stderr.contains("permission denied"), "{run:#?}");
+    assert!(!run.stderr.contains("at line"), "{run:#?}");
+    let out: Value = serde_json::from_str(&run.stdout).expect("JSON error");
+    assert_eq!(out["sqlstate"], "42501", "{out}");
+
+    // A refusal while connecting: the server says the database is not there.
+    let (base, _) = url.rsplit_once('/').unwrap();
+    let run = awa(
+        &format!("{base}/no_such_database_here"),
+        &["storage", "status"],
+    );
+    run.refused("does not exist");
+    assert!(!run.stderr.contains("at line"), "{run:#?}");
+
+    sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
+        "DROP TABLE awa.unclassified_thing; DROP OWNED BY {role}; DROP ROLE {role}"
+    )))
+    .execute(&mut conn)
+    .await
+    .expect("cleanup");
+}
+
+/// The binary's own paths (enqueue, worker with its registry, listener and
+/// completer, maintenance, reads, dlq) work as a role given only
+/// `awa storage grant-runtime-role`; changing queue settings stays the
+/// owner's.
+#[tokio::test]
+async fn the_binary_works_as_the_runtime_role() {
+    let db = migrated_db().await;
+    let url = db.url();
+    let mut conn = sqlx::PgConnection::connect(url).await.expect("connect");
+    let role = format!("{}_rt", db.name());
+    sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
+        "CREATE ROLE {role} LOGIN PASSWORD 'pw'"
+    )))
+    .execute(&mut conn)
+    .await
+    .expect("role");
+    let granted = awa(url, &["storage", "grant-runtime-role", "--role", &role]);
+    assert!(granted.ok(), "{granted:#?}");
+    let (scheme, rest) = url.split_once("://").unwrap();
+    let host = rest.rsplit_once('@').map_or(rest, |(_, h)| h);
+    let rt = format!("{scheme}://{role}:pw@{host}");
+
+    common::enqueue(&rt, "rq", "k", 30);
+    let run = awa(
+        &rt,
+        &[
+            "worker",
+            "run",
+            "--queue",
+            "rq",
+            "--handler",
+            "fail-first:1",
+            "--exit-when-idle",
+            "--json",
+        ],
+    )
+    .json();
+    assert_eq!(run["completed"], 30, "{run}");
+    let maint = awa(&rt, &["maint", "run", "--once", "--json"]);
+    assert!(maint.ok(), "{maint:#?}");
+    for args in [
+        vec!["job", "list", "--json"],
+        vec!["queue", "stats", "--json"],
+        vec!["storage", "status", "--json"],
+        vec!["dlq", "list", "--json"],
+    ] {
+        let run = awa(&rt, &args);
+        assert!(run.ok(), "{args:?}: {run:#?}");
+    }
+    awa(&rt, &["queue", "configure", "rq", "--dlq", "on"]).refused("permission denied");
+
+    sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
+        "DROP OWNED BY {role}; DROP ROLE {role}"
+    )))
+    .execute(&mut conn)
+    .await
+    .expect("cleanup");
+}

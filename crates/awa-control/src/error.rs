@@ -3,6 +3,6 @@
 pub enum ControlError {
     #[error(transparent)]
     Invalid(#[from] awa_core::InvalidInput),
-    #[error("database error in the control plane: {0}")]
+    #[error("database error in the control plane: {}", awa_core::db_error::Described(.0))]
     Database(#[from] sqlx::Error),
 }

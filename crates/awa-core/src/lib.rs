@@ -9,9 +9,11 @@
 //! that are already known to be valid.
 
 pub mod bounds;
+pub mod db_error;
 mod ids;
 mod job;
 mod names;
+pub mod redact;
 pub mod sql;
 mod substrate;
 

@@ -3,6 +3,6 @@
 pub enum Error {
     #[error(transparent)]
     Invalid(#[from] awa_core::InvalidInput),
-    #[error("database error: {0}")]
+    #[error("database error in the dlq plane: {}", awa_core::db_error::Described(.0))]
     Database(#[from] sqlx::Error),
 }

@@ -3,7 +3,7 @@
 pub enum Error {
     #[error(transparent)]
     Invalid(#[from] awa_core::InvalidInput),
-    #[error("database error in the execution plane: {0}")]
+    #[error("database error in the execution plane: {}", awa_core::db_error::Described(.0))]
     Database(#[from] sqlx::Error),
     #[error(
         "no handler is registered for job kind {0:?}; register one or route the kind to another queue"

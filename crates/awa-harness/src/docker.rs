@@ -87,7 +87,7 @@ mod imp {
         match ready_rx.await {
             Ok(Ok(url)) => {
                 pg.url = url;
-                tracing::info!(url = %pg.url, "started a PostgreSQL container");
+                tracing::info!(url = %crate::sql::redact(&pg.url), "started a PostgreSQL container");
                 Ok(Some(pg))
             }
             Ok(Err(e)) => Err(e),

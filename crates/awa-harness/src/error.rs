@@ -31,7 +31,10 @@ pub enum HarnessError {
         source: std::io::Error,
     },
 
-    #[error("database error while {context}: {source}")]
+    #[error(
+        "database error while {context}: {}",
+        awa_core::db_error::Described(source)
+    )]
     Database {
         context: String,
         #[source]

@@ -94,26 +94,9 @@ pub(crate) async fn check_version(conn: &mut PgConnection, url: &str) -> Result<
 
 /// `url` without its password, for messages.
 pub(crate) fn redact(url: &str) -> String {
-    let Some(scheme_end) = url.find("://").map(|i| i + 3) else {
-        return url.to_owned();
-    };
-    let authority_end = url[scheme_end..]
-        .find(['/', '?', '#'])
-        .map_or(url.len(), |i| i + scheme_end);
-    let authority = &url[scheme_end..authority_end];
-    let Some(at) = authority.rfind('@') else {
-        return url.to_owned();
-    };
-    let userinfo = &authority[..at];
-    match userinfo.find(':') {
-        Some(colon) => format!(
-            "{}{}:***{}",
-            &url[..scheme_end],
-            &userinfo[..colon],
-            &url[scheme_end + at..]
-        ),
-        None => url.to_owned(),
-    }
+    // One redaction for every form (user info, `?password=`, key=value
+    // strings), shared with the CLI and xtask.
+    awa_core::redact::redact_conninfo(url)
 }
 
 #[cfg(test)]

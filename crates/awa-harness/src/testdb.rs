@@ -144,7 +144,10 @@ impl TestDb {
 impl Drop for TestDb {
     fn drop(&mut self) {
         if std::env::var("AWA_KEEP_TEST_DB").is_ok_and(|v| v == "1") {
-            eprintln!("AWA_KEEP_TEST_DB=1: keeping test database {}", self.url);
+            eprintln!(
+                "AWA_KEEP_TEST_DB=1: keeping test database {}",
+                crate::sql::redact(&self.url)
+            );
             if self.server.kind() == crate::ServerKind::LocalCluster {
                 eprintln!(
                     "  (it is on a temporary cluster that goes away with this process; \

@@ -1,16 +1,148 @@
--- awa.grant_runtime_role(role, schema): what workers and the maintenance
--- leader need on one substrate, and nothing more: no DDL anywhere.
---   * USAGE on schema awa and the substrate schema
---   * DML on the substrate's tables and the control tables they write
---   * TRUNCATE on ring partitions only (guarded reclamation)
---   * sequences and the substrate's runtime functions
+-- awa.grant_runtime_role(role, schema): exactly what workers, the
+-- maintenance leader and the job/dlq CLI commands need on one substrate,
+-- table by table and operation by operation, and nothing more.
+--
+-- Why a list and not "ALL TABLES IN SCHEMA": schema awa holds the control
+-- tables and the default substrate side by side, and some of them must
+-- never be writable by the runtime. awa.substrate_functions holds the code
+-- the installer executes as the migrator (a runtime that could write it
+-- could run SQL as the migrator); awa.schema_version decides whether any
+-- command runs at all (a row 999 locks everybody out); substrate_info is
+-- the ring shape every slot computation trusts.
+--
+-- The matrix (the array c_matrix below is the implementation; keep the two
+-- in step). S = SELECT, I = INSERT, U = UPDATE, D = DELETE, T = TRUNCATE.
+--
+-- Control tables (schema awa, once per database):
+--   schema_version            S     every command: compatibility check
+--   substrate_functions       -     installer code: migrator only
+--   queue_meta                S     enqueue/claim/finish read settings,
+--                                   dlq retention; `queue configure` is an
+--                                   operator command, run as the owner
+--   runtimes                  SIUD  runtime registry: register (upsert),
+--                                   touch, deregister, runtime_gc
+--   maintenance_leader        SIU   leader record (upsert), storage status
+--   cron_jobs                 -     no runtime path reads it yet
+--   storage_transition_state  S     storage status
+--   runtime_storage_backends  -     no runtime path touches it (the
+--                                   transition commands are the owner's)
+--   queue_health              SIU   health publish (upsert), clear idle
+-- Substrate tables (in the substrate's schema):
+--   substrate_info            S     ring sizes (ring_slot_count), status
+--   ring_ledger               SI    rotate appends generation + 1 (the
+--                                   primary key is the compare-and-swap);
+--                                   every writer reads its current slot.
+--                                   Never U/D: the ledger is append-only
+--   ring_retirements          SID   prune: retire marker, dropped after
+--                                   truncate or un-retire; terminal_jobs
+--   ring_outcomes             SIU   rotate/prune outcome upsert; status
+--   lane_heads                SIU   ready_append creates lanes; ready_take
+--                                   moves heads (FOR UPDATE); cancel
+--                                   (ready_tombstone locks FOR UPDATE)
+--   job_uniques               SID   enqueue claims a key; finish/cancel
+--                                   release it
+--   deferred_jobs             SIUD  enqueue (scheduled), finish (retry,
+--                                   snooze, release), promote (FOR UPDATE
+--                                   SKIP LOCKED needs U, then D), cancel
+--   attempt_state             SIUD  heartbeat upsert; finish/cancel delete
+--   parked_attempts           SIUD  prune parks long attempts (exec_park);
+--                                   heartbeat updates; finish deletes (the
+--                                   guard of a parked attempt); rescue reads
+--   exec_settings             SIU   rescue publishes its bound (upsert);
+--                                   workers read it for their cadence
+--   history_horizon           SIU   prune moves it on retirement (upsert);
+--                                   job dump reads it
+--   dlq_entries               SID   finish (fail to DLQ), dlq list,
+--                                   dlq retry/purge/retention delete
+--   count_rollups             SIU   prune folds deltas (upsert); stats
+--   ready_entries             SI    ready_append (enqueue, promote, dlq
+--                                   retry); claim/finish/views read
+--   ready_tombstones          SI    cancel of a waiting job
+--   done_entries              SI    finish/cancel terminal facts
+--   count_deltas              SID   finish/cancel; prune folds (delete)
+--   claim_receipts            SI    claim; finish/heartbeat/rescue read
+--   claim_closures            SI    finish (the guard: primary key insert)
+--   leases                    SIU   heartbeat
+--   <ring family>_<n>         ST    the slot partitions of the seven ring
+--                                   families above: ring_slot_empty reads
+--                                   them directly; prune locks (T is
+--                                   enough for ACCESS EXCLUSIVE) and
+--                                   truncates them. Writes go through the
+--                                   parent, whose grants apply.
+--   terminal_jobs, live_jobs, jobs (views)
+--                             S     job dump/list, pending, health, stats
+--   job_id_seq (sequence)     USAGE enqueue (nextval); never setval
+--   ready_seq  (sequence)     USAGE, SELECT  ready_append (nextval),
+--                                   ready_take reads last_value
+-- Functions: EXECUTE on the substrate's runtime functions (those the
+-- templates in awa.substrate_functions define) and on nothing else: the
+-- installers (awa.install_*), this function and any other function in
+-- schema awa or the substrate are revoked from the role and from PUBLIC
+-- (PostgreSQL grants EXECUTE to PUBLIC by default).
+-- Schemas: USAGE on awa and the substrate; never CREATE.
+--
+-- Every relation of schema awa and of the substrate must be classified
+-- here: an unlisted one makes this function refuse (and the roles test
+-- fail), so a new table cannot be silently left out or over-granted. To
+-- add one, add a row to c_matrix (privileges '' for none) and a
+-- line above saying which runtime path needs each operation.
+--
+-- Re-running converges: every classified relation is first revoked from
+-- the role, then granted its row, so older, broader grants are removed.
 -- Membership in pg_read_all_stats (so prune can see other sessions'
 -- snapshots) needs an administrator and is not granted here.
--- Idempotent; SECURITY INVOKER: the caller must own the objects.
+-- SECURITY INVOKER: the caller must own the objects (the migrator).
 CREATE OR REPLACE FUNCTION awa.grant_runtime_role(p_role text, p_schema text DEFAULT 'awa')
 RETURNS void LANGUAGE plpgsql SECURITY INVOKER AS $fn$
 DECLARE
-    v_table record;
+    -- {scope, name, privileges}. scope 'control': awa.<name>; 'substrate':
+    -- <schema>.<name>; 'slot': <schema>.<name>_<n>, the partitions of a
+    -- ring family. Privileges '' grant nothing.
+    c_matrix constant text[][] := ARRAY[
+        ['control',   'schema_version',           'SELECT'],
+        ['control',   'substrate_functions',      ''],
+        ['control',   'queue_meta',               'SELECT'],
+        ['control',   'runtimes',                 'SELECT, INSERT, UPDATE, DELETE'],
+        ['control',   'maintenance_leader',       'SELECT, INSERT, UPDATE'],
+        ['control',   'cron_jobs',                ''],
+        ['control',   'storage_transition_state', 'SELECT'],
+        ['control',   'runtime_storage_backends', ''],
+        ['control',   'queue_health',             'SELECT, INSERT, UPDATE'],
+        ['substrate', 'substrate_info',           'SELECT'],
+        ['substrate', 'ring_ledger',              'SELECT, INSERT'],
+        ['substrate', 'ring_retirements',         'SELECT, INSERT, DELETE'],
+        ['substrate', 'ring_outcomes',            'SELECT, INSERT, UPDATE'],
+        ['substrate', 'lane_heads',               'SELECT, INSERT, UPDATE'],
+        ['substrate', 'job_uniques',              'SELECT, INSERT, DELETE'],
+        ['substrate', 'deferred_jobs',            'SELECT, INSERT, UPDATE, DELETE'],
+        ['substrate', 'attempt_state',            'SELECT, INSERT, UPDATE, DELETE'],
+        ['substrate', 'parked_attempts',          'SELECT, INSERT, UPDATE, DELETE'],
+        ['substrate', 'exec_settings',            'SELECT, INSERT, UPDATE'],
+        ['substrate', 'history_horizon',          'SELECT, INSERT, UPDATE'],
+        ['substrate', 'dlq_entries',              'SELECT, INSERT, DELETE'],
+        ['substrate', 'count_rollups',            'SELECT, INSERT, UPDATE'],
+        ['substrate', 'ready_entries',            'SELECT, INSERT'],
+        ['substrate', 'ready_tombstones',         'SELECT, INSERT'],
+        ['substrate', 'done_entries',             'SELECT, INSERT'],
+        ['substrate', 'count_deltas',             'SELECT, INSERT, DELETE'],
+        ['substrate', 'claim_receipts',           'SELECT, INSERT'],
+        ['substrate', 'claim_closures',           'SELECT, INSERT'],
+        ['substrate', 'leases',                   'SELECT, INSERT, UPDATE'],
+        ['substrate', 'terminal_jobs',            'SELECT'],
+        ['substrate', 'live_jobs',                'SELECT'],
+        ['substrate', 'jobs',                     'SELECT'],
+        ['substrate', 'job_id_seq',               'USAGE'],
+        ['substrate', 'ready_seq',                'USAGE, SELECT'],
+        ['slot',      'ready_entries',            'SELECT, TRUNCATE'],
+        ['slot',      'ready_tombstones',         'SELECT, TRUNCATE'],
+        ['slot',      'done_entries',             'SELECT, TRUNCATE'],
+        ['slot',      'count_deltas',             'SELECT, TRUNCATE'],
+        ['slot',      'claim_receipts',           'SELECT, TRUNCATE'],
+        ['slot',      'claim_closures',           'SELECT, TRUNCATE'],
+        ['slot',      'leases',                   'SELECT, TRUNCATE']];
+    v_rel record;
+    v_fn  record;
+    v_unclassified text;
 BEGIN
     IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = p_role) THEN
         RAISE EXCEPTION 'role % does not exist', quote_literal(p_role)
@@ -21,19 +153,71 @@ BEGIN
         RAISE EXCEPTION 'schema % is not an Awa substrate', quote_literal(p_schema)
             USING ERRCODE = 'invalid_schema_name', HINT = 'Prepare it first with awa storage prepare-queue-storage-schema.';
     END IF;
+
+    -- Classify every relation of both schemas; refuse on a stranger.
+    WITH matrix AS (
+        SELECT c_matrix[i][1] AS scope, c_matrix[i][2] AS name FROM generate_subscripts(c_matrix, 1) i
+    )
+    SELECT string_agg(format('%I.%I', n.nspname, c.relname), ', ' ORDER BY n.nspname, c.relname)
+      INTO v_unclassified
+      FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+     WHERE n.nspname IN ('awa', p_schema) AND c.relkind IN ('r', 'p', 'v', 'm', 'S', 'f')
+       AND NOT EXISTS (SELECT 1 FROM matrix m
+                        WHERE (m.scope = 'control' AND n.nspname = 'awa' AND c.relname = m.name)
+                           OR (m.scope = 'substrate' AND c.relname = m.name)
+                           OR (m.scope = 'slot' AND c.relname ~ ('^' || m.name || '_[0-9]+$')));
+    IF v_unclassified IS NOT NULL THEN
+        RAISE EXCEPTION 'relations not classified in the runtime privileges matrix: %', v_unclassified
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  HINT = 'Add each to the matrix in crates/awa-maint/sql/grant_runtime_role.sql, saying which runtime path needs which operation (privileges '''' for none).';
+    END IF;
+
+    EXECUTE format('REVOKE CREATE ON SCHEMA awa, %I FROM %I', p_schema, p_role);
     EXECUTE format('GRANT USAGE ON SCHEMA awa, %I TO %I', p_schema, p_role);
-    EXECUTE format('GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA %I TO %I', p_schema, p_role);
-    EXECUTE format('GRANT USAGE, SELECT, UPDATE ON ALL SEQUENCES IN SCHEMA %I TO %I', p_schema, p_role);
-    EXECUTE format('GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA %I TO %I', p_schema, p_role);
-    EXECUTE format('GRANT SELECT ON awa.schema_version, awa.storage_transition_state, awa.cron_jobs TO %I', p_role);
-    EXECUTE format('GRANT SELECT, INSERT, UPDATE, DELETE ON awa.queue_meta, awa.runtimes, awa.maintenance_leader,
-                    awa.queue_health, awa.runtime_storage_backends TO %I', p_role);
-    FOR v_table IN
-        SELECT c.relname FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
-         WHERE n.nspname = p_schema AND c.relkind = 'r'
-           AND c.relname ~ '^(ready_entries|ready_tombstones|done_entries|count_deltas|claim_receipts|claim_closures|leases)_[0-9]+$'
+
+    -- The control tables, and the relations of this substrate only (another
+    -- substrate's grants, such as the default one in awa, stay as they are).
+    FOR v_rel IN
+        WITH matrix AS (
+            SELECT c_matrix[i][1] AS scope, c_matrix[i][2] AS name, c_matrix[i][3] AS privileges
+              FROM generate_subscripts(c_matrix, 1) i
+        )
+        SELECT n.nspname, c.relname, m.privileges,
+               CASE WHEN c.relkind = 'S' THEN 'SEQUENCE' ELSE 'TABLE' END AS kind
+          FROM pg_catalog.pg_class c
+          JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+          JOIN matrix m
+            ON (m.scope = 'control' AND n.nspname = 'awa' AND c.relname = m.name)
+            OR (m.scope = 'substrate' AND n.nspname = p_schema AND c.relname = m.name)
+            OR (m.scope = 'slot' AND n.nspname = p_schema AND c.relname ~ ('^' || m.name || '_[0-9]+$'))
+         WHERE c.relkind IN ('r', 'p', 'v', 'm', 'S', 'f')
     LOOP
-        EXECUTE format('GRANT TRUNCATE ON %I.%I TO %I', p_schema, v_table.relname, p_role);
+        EXECUTE format('REVOKE ALL ON %s %I.%I FROM %I', v_rel.kind, v_rel.nspname, v_rel.relname, p_role);
+        IF v_rel.privileges <> '' THEN
+            -- The privilege list is a constant of the matrix above.
+            EXECUTE format('GRANT %s ON %s %I.%I TO %I', v_rel.privileges, v_rel.kind,
+                           v_rel.nspname, v_rel.relname, p_role);
+        END IF;
+    END LOOP;
+
+    -- Functions: the runtime functions the templates define, in this
+    -- substrate, to the role; every other function of awa and the substrate
+    -- (installers, this one) to nobody. The runtime functions of another
+    -- substrate (the default one in awa) keep their own grants.
+    FOR v_fn IN
+        SELECT p.oid::regprocedure AS sig, n.nspname,
+               p.proname IN (
+                   SELECT (regexp_matches(f.body, 'CREATE OR REPLACE FUNCTION \{schema\}\.([a-z0-9_]+)\s*\(', 'g'))[1]
+                     FROM awa.substrate_functions f) AS runtime
+          FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace
+         WHERE n.nspname IN ('awa', p_schema)
+    LOOP
+        EXECUTE format('REVOKE ALL ON FUNCTION %s FROM PUBLIC', v_fn.sig);
+        IF v_fn.runtime AND v_fn.nspname = p_schema THEN
+            EXECUTE format('GRANT EXECUTE ON FUNCTION %s TO %I', v_fn.sig, p_role);
+        ELSIF NOT v_fn.runtime THEN
+            EXECUTE format('REVOKE ALL ON FUNCTION %s FROM %I', v_fn.sig, p_role);
+        END IF;
     END LOOP;
 END
 $fn$;

@@ -116,6 +116,10 @@ BEGIN
     FOR v_fn IN SELECT f.body FROM awa.substrate_functions f ORDER BY f.ord LOOP
         EXECUTE replace(v_fn.body, '{schema}', quote_ident(p_schema));
     END LOOP;
+    -- PostgreSQL lets PUBLIC execute every new function; nobody but the
+    -- owner and a role granted by awa.grant_runtime_role may run ours (in
+    -- schema awa this also covers the installers themselves).
+    EXECUTE format('REVOKE EXECUTE ON ALL FUNCTIONS IN SCHEMA %I FROM PUBLIC', p_schema);
 
     IF v_was_installed THEN
         RETURN 'unchanged';

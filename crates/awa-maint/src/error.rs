@@ -51,7 +51,7 @@ pub enum MaintError {
     #[error("could not write the migration files: {0}")]
     Io(#[from] std::io::Error),
 
-    #[error("database error: {0}")]
+    #[error("database error: {}", awa_core::db_error::Described(.0))]
     Database(sqlx::Error),
 }
 

@@ -17,7 +17,7 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::watch;
 
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct LeaderConfig {
     pub database_url: String,
     pub instance_id: uuid::Uuid,
@@ -27,6 +27,22 @@ pub struct LeaderConfig {
     pub check_interval: Duration,
     /// Most one task pass may take.
     pub pass_timeout: Duration,
+}
+
+/// Debug output never shows the password in `database_url`.
+impl std::fmt::Debug for LeaderConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LeaderConfig")
+            .field(
+                "database_url",
+                &awa_core::redact::redact_conninfo(&self.database_url),
+            )
+            .field("instance_id", &self.instance_id)
+            .field("retry_interval", &self.retry_interval)
+            .field("check_interval", &self.check_interval)
+            .field("pass_timeout", &self.pass_timeout)
+            .finish()
+    }
 }
 
 impl LeaderConfig {
@@ -178,4 +194,20 @@ async fn lead_once(
     tracing::info!("stopped leading maintenance");
     let _ = conn.close().await;
     result
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn debug_output_hides_the_password() {
+        for url in [
+            "postgres://u:s3cret@h/db",
+            "postgres://h/db?password=s3cret",
+            "host=h password=s3cret",
+        ] {
+            let shown = format!("{:?}", super::LeaderConfig::new(url));
+            assert!(!shown.contains("s3cret"), "{shown}");
+            assert!(shown.contains("***"), "{shown}");
+        }
+    }
 }

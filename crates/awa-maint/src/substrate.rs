@@ -74,8 +74,11 @@ pub async fn prepare(
     })
 }
 
-/// Grant `role` what a worker and the maintenance leader need on a
-/// substrate (DML, ring TRUNCATE, functions), and no DDL. Run as the
+/// Grant `role` exactly what a worker, the maintenance leader and the
+/// job/dlq commands need on a substrate: the per-table, per-operation
+/// matrix of `sql/grant_runtime_role.sql`, the runtime functions, no DDL.
+/// Earlier, broader grants to the role are revoked. Refuses while a
+/// relation of the schema is not classified in the matrix. Run as the
 /// migrator; `pg_read_all_stats` membership is left to an administrator.
 pub async fn grant_runtime_role(
     conn: &mut PgConnection,

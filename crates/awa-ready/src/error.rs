@@ -8,19 +8,21 @@ pub enum ReadyError {
     /// snapshot, so the snapshot cannot tell who owns it. Nothing was
     /// enqueued; the source keeps the database error (and its SQLSTATE).
     #[error(
-        "enqueue refused with SQLSTATE 40001 (serialization failure): {0}; a unique key was \
+        "enqueue refused with SQLSTATE 40001 (serialization failure): {}; a unique key was \
          taken by a transaction this one's snapshot cannot see: roll back and retry the whole \
-         transaction (or enqueue under READ COMMITTED)"
+         transaction (or enqueue under READ COMMITTED)",
+        awa_core::db_error::Described(.0)
     )]
     Serialization(#[source] sqlx::Error),
     /// SQLSTATE 54000 from enqueue: a job's args plus metadata exceed the
     /// substrate's `max_job_bytes`. Nothing of the call was written.
     #[error(
-        "enqueue refused: {0}; store large payloads elsewhere and pass a reference in args \
-         (the limit is max_job_bytes in the substrate's substrate_info)"
+        "enqueue refused: {}; store large payloads elsewhere and pass a reference in args \
+         (the limit is max_job_bytes in the substrate's substrate_info)",
+        awa_core::db_error::Described(.0)
     )]
     TooLarge(#[source] sqlx::Error),
-    #[error("database error in the ready plane: {0}")]
+    #[error("database error in the ready plane: {}", awa_core::db_error::Described(.0))]
     Database(#[from] sqlx::Error),
 }
 

@@ -355,16 +355,7 @@ fn loadavg() -> Option<String> {
 }
 
 fn redact(url: &str) -> String {
-    match (url.find("://"), url.rfind('@')) {
-        (Some(scheme), Some(at)) if at > scheme => {
-            let creds = &url[scheme + 3..at];
-            match creds.split_once(':') {
-                Some((user, _)) => format!("{}{user}:***{}", &url[..scheme + 3], &url[at..]),
-                None => url.to_string(),
-            }
-        }
-        _ => url.to_string(),
-    }
+    awa_core::redact::redact_conninfo(url)
 }
 
 /// A small JSON payload, as a producer would send.

@@ -76,6 +76,14 @@ pub fn awa_bare(args: &[&str]) -> Run {
     run(cmd)
 }
 
+/// `awa ARGS...` with `vars` set in its environment and no
+/// `--database-url` flag.
+pub fn awa_env(vars: &[(&str, &str)], args: &[&str]) -> Run {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_awa"));
+    cmd.envs(vars.iter().copied()).args(args);
+    run(cmd)
+}
+
 fn run(cmd: Command) -> Run {
     Running::start(cmd).finish()
 }
@@ -107,15 +115,19 @@ impl Running {
     }
 
     fn start_with(mut cmd: Command, input: Option<Vec<u8>>) -> Self {
-        cmd.env_remove("DATABASE_URL")
-            .env_remove("AWA_LOG")
-            .stdin(if input.is_some() {
-                Stdio::piped()
-            } else {
-                Stdio::null()
-            })
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
+        // The caller's environment never leaks in; what a test set does.
+        for var in ["DATABASE_URL", "AWA_LOG", "PGPASSWORD"] {
+            if !cmd.get_envs().any(|(k, _)| k == var) {
+                cmd.env_remove(var);
+            }
+        }
+        cmd.stdin(if input.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
         let args = cmd
             .get_args()
             .map(|a| a.to_string_lossy().into_owned())
