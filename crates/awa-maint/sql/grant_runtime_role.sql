@@ -52,8 +52,10 @@
 --                                   workers read it for their cadence
 --   history_horizon           SIU   prune moves it on retirement (upsert);
 --                                   job dump reads it
---   dlq_entries               SID   finish (fail to DLQ), dlq list,
---                                   dlq retry/purge/retention delete
+--   dlq_entries               SIUD  finish (fail to DLQ), dlq list,
+--                                   dlq retry locks the entries it moves
+--                                   (FOR UPDATE needs U), dlq
+--                                   retry/purge/retention delete
 --   count_rollups             SIU   prune folds deltas (upsert); stats
 --   ready_entries             SI    ready_append (enqueue, promote, dlq
 --                                   retry); claim/finish/views read
@@ -119,7 +121,7 @@ DECLARE
         ['substrate', 'parked_attempts',          'SELECT, INSERT, UPDATE, DELETE'],
         ['substrate', 'exec_settings',            'SELECT, INSERT, UPDATE'],
         ['substrate', 'history_horizon',          'SELECT, INSERT, UPDATE'],
-        ['substrate', 'dlq_entries',              'SELECT, INSERT, DELETE'],
+        ['substrate', 'dlq_entries',              'SELECT, INSERT, UPDATE, DELETE'],
         ['substrate', 'count_rollups',            'SELECT, INSERT, UPDATE'],
         ['substrate', 'ready_entries',            'SELECT, INSERT'],
         ['substrate', 'ready_tombstones',         'SELECT, INSERT'],
