@@ -32,12 +32,12 @@ pub struct PoisonJob {
 
 impl PoisonJob {
     /// Its handler's result reached the database: some attempt was closed
-    /// by the worker (retry, snooze, fail, ...), not rescued by maintenance
+    /// (`claim_closures.outcome`) by the worker (retry, snooze, fail, ...), not rescued by maintenance
     /// after the worker failed to record it.
     pub fn recorded(&self) -> bool {
         self.closures
             .iter()
-            .any(|c| c != "rescue" && c != "release")
+            .any(|c| c != "rescued" && c != "released")
     }
 }
 
@@ -255,5 +255,23 @@ impl Report {
             let _ = writeln!(s, "  FAILED: {p}");
         }
         s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::PoisonJob;
+
+    #[test]
+    fn a_poison_job_closed_only_by_rescue_or_release_was_not_recorded() {
+        let job = |closures: &[&str]| PoisonJob {
+            kind: "poison-nul-error",
+            state: "failed".into(),
+            closures: closures.iter().map(|c| (*c).to_owned()).collect(),
+        };
+        assert!(!job(&[]).recorded());
+        assert!(!job(&["rescued", "released"]).recorded());
+        assert!(job(&["rescued", "failed"]).recorded());
+        assert!(job(&["snoozed"]).recorded());
     }
 }

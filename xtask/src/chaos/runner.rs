@@ -181,7 +181,7 @@ pub async fn run(
     let rescued = snapshot
         .closures
         .iter()
-        .filter(|(_, o)| o == "rescue")
+        .filter(|(_, o)| o == "rescued")
         .count();
 
     let observed = Observed {
