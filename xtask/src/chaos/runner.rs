@@ -115,7 +115,7 @@ pub async fn run(
     }
     let produced = producer
         .await
-        .map_err(|e| ChaosError::Build(format!("the producer task failed: {e}")))?;
+        .map_err(|e| ChaosError::Task(format!("the producer task failed: {e}")))?;
 
     let settled = settle(&pool, &mut workers, plan.settle).await?;
     let ring = if plan.ring_bound {
@@ -127,7 +127,7 @@ pub async fn run(
         let unexpected = workers.unexpected_exits;
         let stuck = tokio::task::spawn_blocking(move || workers.stop(STOP_GRACE))
             .await
-            .map_err(|e| ChaosError::Build(format!("stopping the workers: {e}")))?;
+            .map_err(|e| ChaosError::Task(format!("stopping the workers failed: {e}")))?;
         (stuck, unexpected)
     };
 
