@@ -2,6 +2,7 @@
 //! get from the shared harness (DATABASE_URL, else a throwaway cluster).
 
 mod bench;
+mod chaos;
 mod demo;
 mod fleet;
 mod latency;
@@ -39,6 +40,11 @@ enum Task {
     /// private throwaway cluster unless DATABASE_URL is set). For real
     /// figures use a release build: `cargo run --release -p xtask -- bench`.
     Bench(bench::BenchArgs),
+    /// Chaos suite: `awa` worker processes under load while workers and the
+    /// leader are killed with SIGKILL and PostgreSQL restarts (immediate);
+    /// checks every job completed exactly once. Seconds by default,
+    /// minutes with --long.
+    Chaos(chaos::ChaosArgs),
 }
 
 fn main() -> ExitCode {
@@ -47,6 +53,8 @@ fn main() -> ExitCode {
     // and not sqlx's slow-statement ones (CREATE DATABASE, CHECKPOINT).
     let default_filter = match xtask.task {
         Task::Demo { .. } | Task::Bench(_) => "warn,sqlx::query=error",
+        // Broken connections are what the chaos suite is about.
+        Task::Chaos(_) => "warn,sqlx::query=error,sqlx::postgres::notice=error",
         _ => "info",
     };
     let _ = tracing_subscriber::fmt()
@@ -66,6 +74,7 @@ fn main() -> ExitCode {
             Task::Test { args } => test::run(args).await,
             Task::Demo { jobs } => demo::run(jobs).await,
             Task::Bench(args) => bench::run(args).await,
+            Task::Chaos(args) => chaos::run(args).await,
         }
     });
     match result {

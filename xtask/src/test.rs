@@ -1,17 +1,25 @@
-//! `cargo xtask test`: the benchmark smoke run, then the whole suite, on one
-//! throwaway cluster.
+//! `cargo xtask test`: the benchmark smoke run, the short chaos suite, then
+//! the whole suite, on one throwaway cluster.
 //!
 //! Without this, each test binary starts its own cluster (the harness does
 //! that by itself); sharing one through DATABASE_URL saves a cluster start
 //! per binary. Per-test databases keep tests isolated either way. The smoke
 //! run (`bench --quick`) goes first so the test summary is the last thing
 //! printed; it only checks that every scenario runs, never its speed.
+//!
+//! The chaos suite (`cargo xtask chaos`, short form) restarts PostgreSQL
+//! under load, so it never gets the shared cluster: it starts its own,
+//! unless the caller set DATABASE_URL, in which case it uses that and skips
+//! the restart fault.
 
 use crate::BoxError;
 use awa_harness::PgServer;
 use std::process::{Command, ExitCode};
 
 pub async fn run(args: Vec<String>) -> Result<ExitCode, BoxError> {
+    let user_url = std::env::var("DATABASE_URL")
+        .ok()
+        .filter(|u| !u.trim().is_empty());
     let server = PgServer::shared().await?;
     // The JSON document goes nowhere: the smoke run checks that every
     // scenario runs and reports, not what it measures.
@@ -25,6 +33,19 @@ pub async fn run(args: Vec<String>) -> Result<ExitCode, BoxError> {
         return Ok(ExitCode::FAILURE);
     }
     println!("benchmark smoke run: every scenario ran");
+
+    // Without the shared cluster's URL: see the module comment.
+    let mut chaos = Command::new(std::env::current_exe()?);
+    chaos.arg("chaos");
+    if let Some(url) = &user_url {
+        chaos.env("DATABASE_URL", url);
+    } else {
+        chaos.env_remove("DATABASE_URL");
+    }
+    if !chaos.status()?.success() {
+        eprintln!("error: the chaos suite (cargo xtask chaos) failed");
+        return Ok(ExitCode::FAILURE);
+    }
 
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let status = Command::new(cargo)

@@ -1,5 +1,9 @@
 //! Built-in job handlers for demos and tests (`awa worker run --handler`).
 
+mod chaos;
+
+pub use chaos::Chaos;
+
 use crate::error::CliError;
 use async_trait::async_trait;
 use awa_exec::worker::{Handler, HandlerResult, JobContext, JobError, Outcome};
@@ -8,7 +12,7 @@ use std::time::Duration;
 /// Longest `sleep:MS` accepted: an hour, far past any shutdown grace.
 const MAX_SLEEP_MS: u64 = 3_600_000;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Builtin {
     /// Completes at once.
     Noop,
@@ -18,6 +22,9 @@ pub enum Builtin {
     Fail,
     /// Fails while the attempt number is at most N, then completes.
     FailFirst(i32),
+    /// For chaos tests: appends each execution to a file, sleeps `args.ms`,
+    /// completes; kinds `poison-*` return poison results (see [`Chaos`]).
+    Chaos(Chaos),
 }
 
 impl std::str::FromStr for Builtin {
@@ -26,7 +33,7 @@ impl std::str::FromStr for Builtin {
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         let bad = |why: &str| {
             CliError::Usage(format!(
-                "invalid --handler {s:?}: {why}; expected noop, sleep:MS, fail or fail-first:N"
+                "invalid --handler {s:?}: {why}; expected noop, sleep:MS, fail, fail-first:N or chaos:FILE"
             ))
         };
         match s.split_once(':') {
@@ -44,6 +51,9 @@ impl std::str::FromStr for Builtin {
                 }
                 _ => Err(bad("N must be a whole number from 0 to 1000")),
             },
+            Some(("chaos", path)) if !path.is_empty() => {
+                Ok(Builtin::Chaos(Chaos { log: path.into() }))
+            }
             _ => Err(bad("unknown handler")),
         }
     }
@@ -52,18 +62,19 @@ impl std::str::FromStr for Builtin {
 #[async_trait]
 impl Handler for Builtin {
     async fn handle(&self, ctx: JobContext) -> HandlerResult {
-        match *self {
+        match self {
             Builtin::Noop => Ok(Outcome::Complete),
             Builtin::Sleep(d) => {
-                tokio::time::sleep(d).await;
+                tokio::time::sleep(*d).await;
                 Ok(Outcome::Complete)
             }
             Builtin::Fail => Err(JobError::Retry("fail handler always fails".into())),
-            Builtin::FailFirst(n) if ctx.job.attempt <= n => Err(JobError::Retry(format!(
+            Builtin::FailFirst(n) if ctx.job.attempt <= *n => Err(JobError::Retry(format!(
                 "fail-first:{n} handler fails attempt {}",
                 ctx.job.attempt
             ))),
             Builtin::FailFirst(_) => Ok(Outcome::Complete),
+            Builtin::Chaos(chaos) => chaos.handle(&ctx, MAX_SLEEP_MS).await,
         }
     }
 }
@@ -85,8 +96,15 @@ mod tests {
             "fail-first:2".parse::<Builtin>().unwrap(),
             Builtin::FailFirst(2)
         );
+        assert_eq!(
+            "chaos:/tmp/a:b".parse::<Builtin>().unwrap(),
+            Builtin::Chaos(super::Chaos {
+                log: "/tmp/a:b".into()
+            })
+        );
         for bad in [
             "",
+            "chaos:",
             "nop",
             "sleep",
             "sleep:-1",

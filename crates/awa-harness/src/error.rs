@@ -20,6 +20,13 @@ pub enum HarnessError {
     #[error("could not start a PostgreSQL container: {0}")]
     Docker(String),
 
+    /// [`crate::PgServer::restart_immediate`] on a server we do not run.
+    #[error(
+        "cannot restart a {0:?} PostgreSQL server: only a temporary local cluster started by \
+         the harness can be restarted"
+    )]
+    NotRestartable(crate::ServerKind),
+
     /// The server is older than this crate supports.
     #[error("PostgreSQL {found} at {url} is too old: PostgreSQL 14 or newer is required")]
     UnsupportedVersion { found: String, url: String },

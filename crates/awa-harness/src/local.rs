@@ -282,7 +282,8 @@ fn apply_user(cmd: &mut Command, run_as: Option<&RunAs>) {
 /// on drop.
 #[derive(Debug)]
 pub(crate) struct LocalCluster {
-    child: Option<Child>,
+    /// Behind a lock so that a shared handle can restart the server.
+    child: std::sync::Mutex<Option<Child>>,
     port: u16,
     bin_dir: PathBuf,
     data_dir: PathBuf,
@@ -311,7 +312,7 @@ impl LocalCluster {
                 })??
         };
         let mut cluster = LocalCluster {
-            child: None,
+            child: std::sync::Mutex::new(None),
             port: 0,
             bin_dir: bin_dir.to_owned(),
             data_dir: prepared.path().join("data"),
@@ -380,53 +381,9 @@ impl LocalCluster {
         settings: &[(String, String)],
         run_as: Option<&RunAs>,
     ) -> Result<(), HarnessError> {
-        // Unix sockets are a convenience for psql; a path too long for
-        // sun_path or one the list syntax would misread just turns them off.
-        let socket_dir = self.dir().to_str().unwrap_or("").to_owned();
-        let socket_dir =
-            if socket_dir.len() > 80 || socket_dir.contains([',', ' ', '"', '\'', '\\']) {
-                String::new()
-            } else {
-                socket_dir
-            };
-
         for attempt in 1..=PORT_ATTEMPTS {
             let port = free_port()?;
-            let log_start = fs::metadata(&self.log_path).map_or(0, |m| m.len());
-            let log = OpenOptions::new()
-                .append(true)
-                .open(&self.log_path)
-                .map_err(|e| HarnessError::io("opening the server log", e))?;
-            let log_err = log
-                .try_clone()
-                .map_err(|e| HarnessError::io("opening the server log", e))?;
-
-            let mut cmd = Command::new(self.bin_dir.join("postgres"));
-            cmd.arg("-D")
-                .arg(&self.data_dir)
-                .arg("-p")
-                .arg(port.to_string())
-                .args(["-c", "listen_addresses=127.0.0.1"])
-                .arg("-c")
-                .arg(format!("unix_socket_directories={socket_dir}"));
-            for (name, value) in settings {
-                cmd.arg("-c").arg(format!("{name}={value}"));
-            }
-            cmd.current_dir(self.dir())
-                .stdin(Stdio::null())
-                .stdout(log)
-                .stderr(log_err)
-                // Keep terminal signals (Ctrl-C) meant for us away from the
-                // server; it goes when we go, via the death signal or drop.
-                .process_group(0);
-            apply_user(&mut cmd, run_as);
-            pdeathsig::die_with_parent(&mut cmd);
-
-            self.child = Some(
-                keeper::spawn(cmd)
-                    .await
-                    .map_err(|e| HarnessError::io("starting postgres", e))?,
-            );
+            let log_start = self.spawn_postgres(port, settings, run_as).await?;
             self.port = port;
 
             match self.wait_ready(log_start).await {
@@ -450,18 +407,122 @@ impl LocalCluster {
         unreachable!("the last attempt returns")
     }
 
-    async fn wait_ready(&mut self, log_start: u64) -> Result<(), Startup> {
+    /// What `pg_ctl restart -m immediate` does: SIGQUIT to the postmaster
+    /// (every backend dies at once, nothing is flushed or checkpointed),
+    /// then a fresh postmaster on the same port and data directory, which
+    /// runs crash recovery. Returns once it accepts connections again.
+    pub(crate) async fn restart_immediate(
+        &self,
+        settings: &[(String, String)],
+    ) -> Result<(), HarnessError> {
+        let run_as = run_as()?;
+        self.stop();
+        let log_start = self
+            .spawn_postgres(self.port, settings, run_as.as_ref())
+            .await?;
+        match self.wait_ready(log_start).await {
+            Ok(()) => {
+                tracing::info!(
+                    port = self.port,
+                    "restarted the temporary cluster (immediate)"
+                );
+                Ok(())
+            }
+            Err(Startup::PortInUse) => {
+                self.stop();
+                Err(HarnessError::ClusterStart(format!(
+                    "port {} was taken by someone else while the cluster restarted",
+                    self.port
+                )))
+            }
+            Err(Startup::Failed(message)) => {
+                self.stop();
+                Err(HarnessError::ClusterStart(message))
+            }
+        }
+    }
+
+    /// Starts `postgres` on `port` and records it as our child. Returns the
+    /// log offset its output starts at.
+    async fn spawn_postgres(
+        &self,
+        port: u16,
+        settings: &[(String, String)],
+        run_as: Option<&RunAs>,
+    ) -> Result<u64, HarnessError> {
+        // Unix sockets are a convenience for psql; a path too long for
+        // sun_path or one the list syntax would misread just turns them off.
+        let socket_dir = self.dir().to_str().unwrap_or("").to_owned();
+        let socket_dir =
+            if socket_dir.len() > 80 || socket_dir.contains([',', ' ', '"', '\'', '\\']) {
+                String::new()
+            } else {
+                socket_dir
+            };
+        let log_start = fs::metadata(&self.log_path).map_or(0, |m| m.len());
+        let log = OpenOptions::new()
+            .append(true)
+            .open(&self.log_path)
+            .map_err(|e| HarnessError::io("opening the server log", e))?;
+        let log_err = log
+            .try_clone()
+            .map_err(|e| HarnessError::io("opening the server log", e))?;
+
+        let mut cmd = Command::new(self.bin_dir.join("postgres"));
+        cmd.arg("-D")
+            .arg(&self.data_dir)
+            .arg("-p")
+            .arg(port.to_string())
+            .args(["-c", "listen_addresses=127.0.0.1"])
+            .arg("-c")
+            .arg(format!("unix_socket_directories={socket_dir}"));
+        for (name, value) in settings {
+            cmd.arg("-c").arg(format!("{name}={value}"));
+        }
+        cmd.current_dir(self.dir())
+            .stdin(Stdio::null())
+            .stdout(log)
+            .stderr(log_err)
+            // Keep terminal signals (Ctrl-C) meant for us away from the
+            // server; it goes when we go, via the death signal or drop.
+            .process_group(0);
+        apply_user(&mut cmd, run_as);
+        pdeathsig::die_with_parent(&mut cmd);
+
+        let child = keeper::spawn(cmd)
+            .await
+            .map_err(|e| HarnessError::io("starting postgres", e))?;
+        *self.child() = Some(child);
+        Ok(log_start)
+    }
+
+    fn child(&self) -> std::sync::MutexGuard<'_, Option<Child>> {
+        // A panic while holding the guard leaves nothing half-done.
+        self.child
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// How the child ended, if it has; `None` while it runs.
+    fn exit_status(&self) -> Option<String> {
+        let mut child = self.child();
+        let exited = match child.as_mut().map(Child::try_wait) {
+            Some(Ok(Some(status))) => Some(status.to_string()),
+            Some(Ok(None)) => None,
+            Some(Err(e)) => Some(format!("unknown status ({e})")),
+            None => Some("unknown status".to_owned()),
+        };
+        if exited.is_some() {
+            *child = None;
+        }
+        exited
+    }
+
+    async fn wait_ready(&self, log_start: u64) -> Result<(), Startup> {
         let url = self.url();
         let deadline = Instant::now() + READY_TIMEOUT;
         loop {
-            let exited = match self.child.as_mut().map(Child::try_wait) {
-                Some(Ok(Some(status))) => Some(status.to_string()),
-                Some(Ok(None)) => None,
-                Some(Err(e)) => Some(format!("unknown status ({e})")),
-                None => Some("unknown status".to_owned()),
-            };
-            if let Some(status) = exited {
-                self.child = None;
+            if let Some(status) = self.exit_status() {
                 let log = read_log_from(&self.log_path, log_start);
                 if log.contains("Address already in use") {
                     return Err(Startup::PortInUse);
@@ -497,8 +558,8 @@ impl LocalCluster {
 
     /// Immediate shutdown (SIGQUIT): the data is about to be deleted, so
     /// there is nothing worth a shutdown checkpoint. SIGKILL if it lingers.
-    fn stop(&mut self) {
-        let Some(mut child) = self.child.take() else {
+    fn stop(&self) {
+        let Some(mut child) = self.child().take() else {
             return;
         };
         if !matches!(child.try_wait(), Ok(None)) {

@@ -213,6 +213,30 @@ impl PgServer {
         }
     }
 
+    /// Whether [`PgServer::restart_immediate`] can restart this server: only
+    /// a temporary local cluster, never `DATABASE_URL`'s or a container.
+    pub fn can_restart(&self) -> bool {
+        matches!(self.inner.backend, Backend::Local(_))
+    }
+
+    /// Crashes and restarts a temporary local cluster the way
+    /// `pg_ctl restart -m immediate` does: every backend dies at once
+    /// without a checkpoint, a new postmaster on the same port runs crash
+    /// recovery, and this returns once it accepts connections. Clients see
+    /// their connections break and must reconnect.
+    ///
+    /// Meant for a cluster the caller owns ([`PgServer::start`]): restarting
+    /// the [`shared`](PgServer::shared) one breaks every test using it.
+    /// Transactions survive only if they were flushed: start the cluster with
+    /// `synchronous_commit=on` (not [`TEST_SETTINGS`]' `off`) when the test
+    /// counts committed work across the restart.
+    pub async fn restart_immediate(&self) -> Result<(), HarnessError> {
+        match &self.inner.backend {
+            Backend::Local(cluster) => cluster.restart_immediate(&self.inner.settings).await,
+            _ => Err(HarnessError::NotRestartable(self.inner.kind)),
+        }
+    }
+
     /// Drops the template database made for `template_key`, e.g. after a
     /// test on a long-lived external server. Nobody may be cloning from it at
     /// the same time.

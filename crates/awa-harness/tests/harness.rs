@@ -297,6 +297,59 @@ async fn private_cluster_uses_its_own_settings_and_goes_away() {
     );
 }
 
+#[tokio::test]
+async fn an_immediate_restart_keeps_committed_data_and_the_port() {
+    let Some(server) =
+        start_private(ClusterOptions::for_tests().setting("synchronous_commit", "on")).await
+    else {
+        return;
+    };
+    if !server.can_restart() {
+        eprintln!("skipped: a {:?} server cannot be restarted", server.kind());
+        return;
+    }
+    let mut conn = PgConnection::connect(server.url()).await.expect("connect");
+    sqlx::raw_sql("CREATE TABLE survivors (n int); INSERT INTO survivors VALUES (1), (2)")
+        .execute(&mut conn)
+        .await
+        .expect("committed before the crash");
+    let pid_before: i32 = sqlx::query_scalar("SELECT pg_backend_pid()")
+        .fetch_one(&mut conn)
+        .await
+        .expect("pid");
+
+    server.restart_immediate().await.expect("restart");
+
+    assert!(
+        sqlx::query("SELECT 1").execute(&mut conn).await.is_err(),
+        "connections from before the restart are broken"
+    );
+    let mut conn = PgConnection::connect(server.url()).await.expect("same URL");
+    let n: i64 = sqlx::query_scalar("SELECT count(*) FROM survivors")
+        .fetch_one(&mut conn)
+        .await
+        .expect("the table survived crash recovery");
+    assert_eq!(n, 2);
+    let pid_after: i32 = sqlx::query_scalar("SELECT pg_backend_pid()")
+        .fetch_one(&mut conn)
+        .await
+        .expect("pid");
+    assert_ne!(pid_before, pid_after);
+    conn.close().await.ok();
+}
+
+#[tokio::test]
+async fn only_a_local_cluster_can_be_restarted() {
+    let shared = PgServer::shared().await.expect("shared");
+    if shared.kind() == ServerKind::LocalCluster {
+        assert!(shared.can_restart());
+        return;
+    }
+    let err = shared.restart_immediate().await.unwrap_err();
+    assert!(matches!(err, HarnessError::NotRestartable(_)), "{err}");
+    assert!(err.to_string().contains("cannot restart"), "{err}");
+}
+
 #[test]
 fn no_server_message_names_the_three_fixes() {
     let err = HarnessError::NoServer {

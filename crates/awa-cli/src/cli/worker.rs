@@ -14,7 +14,8 @@ pub struct WorkerRunArgs {
     /// A queue to serve; repeat for more.
     #[arg(long = "queue", value_name = "QUEUE", required = true)]
     pub queues: Vec<String>,
-    /// noop | sleep:MS | fail | fail-first:N
+    /// noop | sleep:MS | fail | fail-first:N | chaos:FILE (chaos tests: records
+    /// each execution in FILE; kinds poison-* return poison results)
     #[arg(long)]
     pub handler: String,
     /// Jobs of each queue run at once (1 to 4096).

@@ -1,0 +1,67 @@
+-- The chaos suite's ledger: observers on the test database, never read by
+-- Awa. Row triggers copy every terminal fact and dead letter, and the
+-- first ready entry of every job, into tables no ring reclaims, so the
+-- suite can count completions per job however fast history is pruned.
+-- Closures (how each attempt ended: complete, retry, snooze, rescue, ...)
+-- are copied too. A copy is written by the same transaction as the row it
+-- copies: it exists exactly when that row was committed.
+CREATE SCHEMA chaos;
+
+CREATE TABLE chaos.enqueued (
+    job_id bigint PRIMARY KEY,
+    queue  text   NOT NULL,
+    kind   text   NOT NULL,
+    n      bigint
+);
+
+CREATE TABLE chaos.facts (
+    job_id    bigint      NOT NULL,
+    run_lease bigint      NOT NULL,
+    state     text        NOT NULL,
+    at        timestamptz NOT NULL DEFAULT clock_timestamp()
+);
+
+CREATE TABLE chaos.closures (
+    job_id    bigint NOT NULL,
+    run_lease bigint NOT NULL,
+    outcome   text   NOT NULL
+);
+
+CREATE FUNCTION chaos.note_closure() RETURNS trigger LANGUAGE plpgsql AS $fn$
+BEGIN
+    INSERT INTO chaos.closures (job_id, run_lease, outcome) VALUES (NEW.job_id, NEW.run_lease, NEW.outcome);
+    RETURN NULL;
+END
+$fn$;
+
+CREATE FUNCTION chaos.note_ready() RETURNS trigger LANGUAGE plpgsql AS $fn$
+BEGIN
+    INSERT INTO chaos.enqueued (job_id, queue, kind, n)
+    VALUES (NEW.job_id, NEW.queue, NEW.kind, (NEW.args ->> 'n')::bigint)
+    ON CONFLICT (job_id) DO NOTHING;
+    RETURN NULL;
+END
+$fn$;
+
+CREATE FUNCTION chaos.note_done() RETURNS trigger LANGUAGE plpgsql AS $fn$
+BEGIN
+    INSERT INTO chaos.facts (job_id, run_lease, state) VALUES (NEW.job_id, NEW.run_lease, NEW.state);
+    RETURN NULL;
+END
+$fn$;
+
+CREATE FUNCTION chaos.note_dead() RETURNS trigger LANGUAGE plpgsql AS $fn$
+BEGIN
+    INSERT INTO chaos.facts (job_id, run_lease, state) VALUES (NEW.job_id, NEW.run_lease, 'dead_lettered');
+    RETURN NULL;
+END
+$fn$;
+
+CREATE TRIGGER chaos_ready AFTER INSERT ON awa.ready_entries
+    FOR EACH ROW EXECUTE FUNCTION chaos.note_ready();
+CREATE TRIGGER chaos_done AFTER INSERT ON awa.done_entries
+    FOR EACH ROW EXECUTE FUNCTION chaos.note_done();
+CREATE TRIGGER chaos_closure AFTER INSERT ON awa.claim_closures
+    FOR EACH ROW EXECUTE FUNCTION chaos.note_closure();
+CREATE TRIGGER chaos_dead AFTER INSERT ON awa.dlq_entries
+    FOR EACH ROW EXECUTE FUNCTION chaos.note_dead();
