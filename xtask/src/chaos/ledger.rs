@@ -86,8 +86,11 @@ async fn completed_total(pool: &PgPool, queue: &str) -> Result<i64, ChaosError> 
 
 /// Live jobs of `queue` (available, running, deferred).
 pub async fn live_in(pool: &PgPool, queue: &str) -> Result<i64, sqlx::Error> {
-    sqlx::query_scalar("SELECT count(*) FROM awa.live_jobs WHERE queue = $1")
+    // Load jobs only: a poison job may rightly stay live (a snooze clamped
+    // to 30 days), and is checked on its own.
+    sqlx::query_scalar("SELECT count(*) FROM awa.live_jobs WHERE queue = $1 AND kind = $2")
         .bind(queue)
+        .bind(super::load::LOAD_KIND)
         .fetch_one(pool)
         .await
 }
@@ -97,6 +100,15 @@ pub async fn ring_rows(pool: &PgPool) -> Result<i64, sqlx::Error> {
     sqlx::query_scalar("SELECT count(*) FROM awa.ready_entries")
         .fetch_one(pool)
         .await
+}
+
+/// Ready rows per queue slot, the current slot and the last rotate and
+/// prune outcomes: what holds the ring when it is over its bound.
+pub async fn ring_diagnosis(pool: &PgPool) -> Result<String, sqlx::Error> {
+    let text: Option<String> = sqlx::query_scalar(include_str!("ring_diagnosis.sql"))
+        .fetch_one(pool)
+        .await?;
+    Ok(text.unwrap_or_default())
 }
 
 /// `(job_id, run_lease)` per line of the handlers' execution logs. A torn

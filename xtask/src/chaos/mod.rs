@@ -36,38 +36,20 @@ pub struct ChaosArgs {
     /// short or long form).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=3600))]
     seconds: Option<u64>,
-    /// Run only these scenarios (repeatable). By default every scenario
-    /// that does not wait for a pending fix.
+    /// Run only these scenarios (repeatable). By default every scenario.
     #[arg(long = "scenario", value_enum)]
     scenarios: Vec<Scenario>,
-    /// Also run the scenarios that wait for a pending fix.
-    #[arg(long)]
-    all: bool,
     /// Use this `awa` binary instead of building one.
     #[arg(long, value_name = "PATH")]
     awa: Option<PathBuf>,
 }
 
 pub async fn run(args: ChaosArgs) -> Result<ExitCode, BoxError> {
-    let chosen: Vec<Scenario> = if !args.scenarios.is_empty() {
-        args.scenarios.clone()
+    let chosen: Vec<Scenario> = if args.scenarios.is_empty() {
+        Scenario::ALL.to_vec()
     } else {
-        Scenario::ALL
-            .into_iter()
-            .filter(|s| args.all || s.awaits().is_none())
-            .collect()
+        args.scenarios.clone()
     };
-    for s in Scenario::ALL {
-        if !chosen.contains(&s)
-            && let Some(fix) = s.awaits()
-        {
-            println!(
-                "chaos {}: not run, it waits for {fix}; run it with --scenario {}",
-                s.name(),
-                s.name()
-            );
-        }
-    }
     let bin = match &args.awa {
         Some(path) => path.clone(),
         None => awa_bin::build()?,

@@ -59,6 +59,9 @@ pub struct RingCheck {
     pub at_end: i64,
     pub bound: i64,
     pub waited: Duration,
+    /// When over the bound: rows per slot and the last rotate/prune
+    /// outcomes, to see what holds the ring.
+    pub diagnosis: Option<String>,
 }
 
 impl RingCheck {
@@ -245,6 +248,10 @@ impl Report {
                 r.peak,
                 r.waited.as_secs()
             );
+            let line = match &r.diagnosis {
+                Some(d) => format!("{line}; {d}"),
+                None => line,
+            };
             if r.ok() {
                 let _ = writeln!(s, "  {line}");
             } else {

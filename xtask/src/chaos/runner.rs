@@ -275,10 +275,16 @@ async fn ring_check(
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
+    let diagnosis = if rows > bound {
+        ledger::ring_diagnosis(pool).await.ok()
+    } else {
+        None
+    };
     Ok(RingCheck {
         peak: peak.max(rows),
         at_end: rows,
         bound,
         waited: limit,
+        diagnosis,
     })
 }

@@ -36,16 +36,6 @@ impl Scenario {
         }
     }
 
-    /// The fix a scenario waits for: it fails on the code as it is and is
-    /// left out of default runs until then (`--scenario NAME` runs it).
-    pub fn awaits(self) -> Option<&'static str> {
-        match self {
-            Scenario::Faults => None,
-            Scenario::PoisonResult => Some("issue 8 item 6 (poison results wedge the completer)"),
-            Scenario::OrphanRing => Some("issue 8 item 3 (an orphan job pins the queue ring)"),
-        }
-    }
-
     pub fn plan(self, long: bool, seconds: Option<u64>) -> Plan {
         let load = Duration::from_secs(seconds.unwrap_or(if long { 300 } else { 20 }));
         let base = Plan {
