@@ -78,10 +78,11 @@ RETURNS timestamptz LANGUAGE sql STABLE AS $fn$
 $fn$;
 
 -- {schema}.ring_slot_fresh(ring, slot): whether the current slot holds a row
--- written since the ring moved onto it. Only rows that ready_relocate
--- copied in keep an older ready_at (the original's); a slot holding nothing
--- else has nothing new to seal, and rotating it would only carry the same
--- stragglers round the ring for ever. Every other row counts as fresh.
+-- worth sealing. Rows ready_relocate copied in keep the original's older
+-- ready_at; a slot whose only rows are such copies still waiting has
+-- nothing new, and rotating it would only carry the same stragglers round
+-- the ring for ever. Every other row counts, a claimed copy included (it is
+-- dead and the slot may then go).
 CREATE OR REPLACE FUNCTION {schema}.ring_slot_fresh(p_ring text, p_slot integer)
 RETURNS boolean LANGUAGE plpgsql STABLE AS $fn$
 DECLARE
@@ -92,7 +93,10 @@ BEGIN
     END IF;
     SELECT l.rotated_at INTO v_since FROM {schema}.ring_ledger l
      WHERE l.ring = 'queue' ORDER BY l.generation DESC LIMIT 1;
-    RETURN EXISTS (SELECT 1 FROM {schema}.ready_entries e WHERE e.slot = p_slot AND e.ready_at >= v_since)
+    RETURN EXISTS (SELECT 1 FROM {schema}.ready_entries e
+                     JOIN {schema}.lane_heads h
+                       ON h.queue = e.queue AND h.priority = e.priority AND h.shard = e.shard
+                    WHERE e.slot = p_slot AND (e.ready_at >= v_since OR e.lane_seq <= h.head_seq))
         OR EXISTS (SELECT 1 FROM {schema}.ready_tombstones t WHERE t.slot = p_slot)
         OR EXISTS (SELECT 1 FROM {schema}.done_entries d WHERE d.slot = p_slot)
         OR EXISTS (SELECT 1 FROM {schema}.count_deltas c WHERE c.slot = p_slot);

@@ -6,11 +6,13 @@
 --    exec_slot_live): fold its count deltas into the rollups and commit a
 --    retirement marker. From then on the read views leave the slot's
 --    terminal facts out for every snapshot that sees the marker.
---    * The slot the ring rotates onto next (the oldest) is evacuated first
---      when it is live: waiting jobs move to the current slot keeping their
+--    * A live slot is evacuated first when it is the one the ring rotates
+--      onto next (the oldest), and, in the queue ring, whenever it is past
+--      its retention: waiting jobs move to the current slot keeping their
 --      lane position (ready_relocate), open attempts move out of the rings
 --      (exec_park). So one straggler, an unserved queue or a job that runs
---      for hours, never stops the ring.
+--      for hours, never stops the ring, and an idle queue ring does not
+--      keep a slot of dead rows behind one.
 --    * A younger slot that is still live is looked past: a dead slot behind
 --      it is still reclaimed.
 --    * Queue-ring slots hold terminal history, so one is retired only once
@@ -83,8 +85,13 @@ BEGIN
                 EXIT;
             END IF;
             v_live := {schema}.ring_slot_live(p_ring, v_s);
-            IF v_live IS NOT NULL AND k = 1 THEN
-                -- The slot the ring rotates onto next: move what keeps it live.
+            IF v_live IS NOT NULL AND (k = 1 OR p_ring = 'queue') THEN
+                -- Move what keeps it live: always for the slot the ring
+                -- rotates onto next; for the queue ring, for every slot
+                -- past its retention, so an idle ring does not keep a
+                -- slot of dead rows behind one straggler. (Relocated
+                -- copies are not fresh, so this never makes the ring
+                -- rotate by itself.)
                 IF p_ring = 'queue' THEN
                     v_moved := {schema}.ready_relocate(v_s, 1000);
                 END IF;

@@ -173,29 +173,47 @@ fn live_work_and_open_attempts_hold_their_slots() {
             Rotate(Ring::Lease),
         ],
     );
-    // Slot 0 holds a waiting job and the body of a running one.
+    // Queue slot 0 holds a waiting job and the body of a running one. The
+    // queue ring moves both out (the waiting job to the current slot with
+    // its lane position, the attempt out of the rings) and retires it.
     assert_eq!(
         prune(&mut m, Ring::Queue),
-        PruneOutcome::LiveRows { slot: 0 }
+        PruneOutcome::Retired { slot: 0 }
     );
+    assert_eq!(m.running().len(), 1, "the attempt is still running, parked");
+    // The parked attempt's receipt and lease are closed: their slots are
+    // dead now, and go.
+    for ring in [Ring::Claim, Ring::Lease] {
+        assert_eq!(prune(&mut m, ring), PruneOutcome::Retired { slot: 0 });
+        assert_eq!(prune(&mut m, ring), PruneOutcome::Pruned { slot: 0 });
+    }
+    // The relocated job is claimed: an open receipt in claim slot 1. The
+    // claim ring fills up to it and does not wrap onto it...
+    replay(&mut m, &[Claim(1)]);
+    assert_eq!(m.running().len(), 2);
+    for _ in 0..3 {
+        replay(
+            &mut m,
+            &[Enqueue(1), Claim(1), Complete(2), Rotate(Ring::Claim)],
+        );
+    }
+    replay(&mut m, &[Enqueue(1), Claim(1), Complete(2)]);
+    assert_eq!(m.current(Ring::Claim), 0);
+    assert_eq!(
+        m.rotate_expect(Ring::Claim),
+        ring_model::RotateOutcome::IncomingNotEmpty { slot: 1 }
+    );
+    // ...until prune parks the attempt that pins it; then it rotates on.
     assert_eq!(
         prune(&mut m, Ring::Claim),
-        PruneOutcome::LiveRows { slot: 0 }
+        PruneOutcome::Retired { slot: 1 }
     );
-    assert_eq!(
-        prune(&mut m, Ring::Lease),
-        PruneOutcome::LiveRows { slot: 0 }
-    );
-    // The ring fills up to the live slot and stops there: no wrap.
-    for _ in 0..3 {
-        replay(&mut m, &[Enqueue(1), Rotate(Ring::Queue)]);
-    }
-    assert_eq!(m.current(Ring::Queue), 3);
-    replay(&mut m, &[Enqueue(1)]);
-    assert_eq!(
-        m.rotate_expect(Ring::Queue),
-        ring_model::RotateOutcome::IncomingNotEmpty { slot: 0 }
-    );
+    assert_eq!(prune(&mut m, Ring::Claim), PruneOutcome::Pruned { slot: 1 });
+    assert!(matches!(
+        m.rotate_expect(Ring::Claim),
+        ring_model::RotateOutcome::Rotated { to: 1, .. }
+    ));
+    assert_eq!(m.running().len(), 2, "both attempts still running, parked");
 }
 
 #[test]

@@ -114,40 +114,63 @@ async fn an_idle_ring_does_not_rotate_and_a_busy_one_does() {
 }
 
 #[tokio::test]
-async fn no_lost_work_unclaimed_and_running_jobs_keep_their_slot() {
+async fn no_lost_work_unclaimed_and_running_jobs_survive_their_slot() {
     let (_db, pool) = setup().await;
     enqueue(&pool, "w", 4).await;
     rotate(&pool, Ring::Queue).await;
-    // Unclaimed work: the slot is live.
-    assert!(matches!(
-        prune(&pool, Ring::Queue).await,
-        PruneOutcome::LiveRows { slot: 0, .. }
-    ));
-    // Claimed but open: still live (its body and terminal fact live there).
-    let jobs = claim(&pool, "w", 4).await;
-    assert_eq!(jobs.len(), 4);
-    assert!(matches!(
-        prune(&pool, Ring::Queue).await,
-        PruneOutcome::LiveRows { slot: 0, .. }
-    ));
-    complete(&pool, &jobs[..3]).await;
-    assert!(matches!(
-        prune(&pool, Ring::Queue).await,
-        PruneOutcome::LiveRows { slot: 0, .. }
-    ));
-    complete(&pool, &jobs[3..]).await;
+    // Unclaimed work: moved to the current slot (same lane positions), so
+    // the slot is retired and truncated with nothing lost.
     let outcomes = prune_fully(&pool, Ring::Queue).await;
     assert!(
         outcomes.contains(&PruneOutcome::Pruned { slot: 0 }),
         "{outcomes:?}"
     );
     assert_eq!(
-        count(&pool, "SELECT count(*) FROM awa.ready_entries_0").await,
+        count(
+            &pool,
+            "SELECT count(*) FROM awa.live_jobs WHERE state = 'available'"
+        )
+        .await,
+        4
+    );
+    // Claimed but open: their bodies are in slot 1; once it is sealed the
+    // attempts are parked out of the ring, still running.
+    let jobs = claim(&pool, "w", 4).await;
+    assert_eq!(jobs.len(), 4);
+    enqueue(&pool, "other", 1).await;
+    rotate(&pool, Ring::Queue).await;
+    let outcomes = prune_fully(&pool, Ring::Queue).await;
+    assert!(
+        outcomes.contains(&PruneOutcome::Pruned { slot: 1 }),
+        "{outcomes:?}"
+    );
+    assert_eq!(
+        count(
+            &pool,
+            "SELECT count(*) FROM awa.live_jobs WHERE state = 'running'"
+        )
+        .await,
+        4
+    );
+    assert_eq!(
+        count(&pool, "SELECT count(*) FROM awa.parked_attempts").await,
+        4
+    );
+    complete(&pool, &jobs[..3]).await;
+    complete(&pool, &jobs[3..]).await;
+    assert_eq!(
+        count(&pool, "SELECT count(*) FROM awa.ready_entries_0").await
+            + count(&pool, "SELECT count(*) FROM awa.ready_entries_1").await,
         0
     );
     assert_eq!(
-        count(&pool, "SELECT count(*) FROM awa.done_entries_0").await,
-        0
+        count(
+            &pool,
+            "SELECT count(*) FROM awa.terminal_jobs WHERE queue = 'w'"
+        )
+        .await,
+        4,
+        "terminal facts of parked attempts carry their bodies"
     );
     assert_eq!(
         completed_total(&pool).await,

@@ -22,10 +22,11 @@
 //!   marker, the fold of count deltas into rollups, and the read views that
 //!   leave retired slots out.
 //! * Evacuation (`ready_relocate`, `exec_park`): when the slot a ring
-//!   rotates onto next is still live, phase 1 first moves waiting jobs to
-//!   the current queue slot (same lane position, old copy tombstoned) and
-//!   parks open attempts out of the rings (a 'parked' closure plus a parked
-//!   row that finishing deletes); younger live slots are looked past.
+//!   rotates onto next (or, in the queue ring, any sealed slot past its
+//!   retention) is still live, phase 1 first moves waiting jobs to the
+//!   current queue slot (same lane position, old copy tombstoned) and parks
+//!   open attempts out of the rings (a 'parked' closure plus a parked row
+//!   that finishing deletes); other live slots are looked past.
 //! * A late writer: a producer transaction that drew its id, lane position
 //!   and slot at `LateWriterBegin` and commits or rolls back later. Its row is
 //!   physically there (it holds the partition's lock) but invisible.
@@ -363,8 +364,7 @@ impl PruneOutcome {
 pub struct PruneChoice {
     pub expected: PruneOutcome,
     pub tolerated: Vec<PruneOutcome>,
-    /// Phase 1 evacuates this slot (the one the ring rotates onto next)
-    /// before deciding.
+    /// Phase 1 evacuates this slot before deciding.
     pub evacuate: Option<usize>,
 }
 
@@ -455,14 +455,20 @@ impl Slot {
             + self.leases.len()
     }
 
-    /// Rows written since the ring moved onto this slot: a slot holding
-    /// only relocated copies has nothing new to seal (`ring_slot_fresh`).
-    fn fresh_rows(&self) -> usize {
+    /// Rows worth sealing: everything but relocated copies still waiting
+    /// (`ring_slot_fresh`). Rotating those away would only carry them round
+    /// the ring; a claimed or cancelled copy is dead and may go.
+    fn fresh_rows(&self, lane_head: i64) -> usize {
         self.visible_rows()
             - self
                 .entries
                 .iter()
-                .filter(|e| e.writer.is_none() && e.relocated)
+                .filter(|e| {
+                    e.writer.is_none()
+                        && e.relocated
+                        && e.lane_seq > lane_head
+                        && !self.tombstoned(e.job, e.lane_seq)
+                })
                 .count()
     }
 
@@ -1288,7 +1294,7 @@ impl Model {
         let n = self.shape.slots(ring);
         let cur = self.current(ring);
         let next = (cur + 1) % n;
-        if self.store.slot(ring, cur).fresh_rows() == 0 {
+        if self.store.slot(ring, cur).fresh_rows(self.store.lane_head) == 0 {
             RotateOutcome::Idle
         } else if !self.slot_empty(ring, next) || self.retired(ring) == Some(next) {
             RotateOutcome::IncomingNotEmpty { slot: next }
@@ -1431,9 +1437,10 @@ impl Model {
                 evacuate: None,
             };
         }
-        // Phase 1: the sealed slots that hold rows, oldest first; the one
-        // the ring rotates onto next is evacuated when live; the first dead
-        // one is retired (history retention is 0 in these tests).
+        // Phase 1: the sealed slots that hold rows, oldest first; a live one
+        // is evacuated when it is the one the ring rotates onto next, and
+        // any queue slot (all are past the retention of 0 in these tests);
+        // the first dead one is retired.
         let mut after = self.clone();
         let mut evacuate = None;
         let mut first_live = None;
@@ -1443,7 +1450,7 @@ impl Model {
             if after.slot_empty(ring, s) {
                 continue;
             }
-            if k == 1 && after.store.live(ring, s).is_some() {
+            if (k == 1 || ring == Ring::Queue) && after.store.live(ring, s).is_some() {
                 evacuate = Some(s);
                 after.evacuate(ring, s);
             }
