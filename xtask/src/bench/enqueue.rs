@@ -68,6 +68,7 @@ pub async fn run(ctx: &Ctx) -> Result<(EnqueueReport, Option<EnqueueReport>), Bo
     let mut runs = Vec::new();
     let mut baseline_runs = Vec::new();
     for (producers, batch) in [(1, 1), (1, BATCH), (4, 1), (4, BATCH)] {
+        // --quick runs the baseline with one producer only.
         let systems = if producers == 1 {
             ctx.systems()
         } else {
