@@ -1,14 +1,15 @@
 //! Scenario `drain`: N no-op jobs enqueued up front (1,000 per call), then
 //! one worker (concurrency 64, default claim batch) completes them as fast
-//! as it can. Also the enqueue+drain cost per job.
+//! as it can. Also the enqueue+drain cost per job. With scenario
+//! `baseline`, the baseline's drain of as many jobs follows ours at once.
 
+use super::Ctx;
 use super::pgstats::{self, Cost};
-use super::{Ctx, payload};
+use super::system::System;
 use crate::BoxError;
-use crate::fleet::{self, Fleet, FleetConfig, FleetTotals};
+use crate::fleet::{self, FleetConfig, FleetTotals};
 use crate::latency::LatencyRecorder;
-use awa_core::{NewJob, QueueName};
-use awa_ready::{PgReadyPlane, ReadyPlane};
+use awa_core::QueueName;
 use std::time::{Duration, Instant};
 
 const JOBS: u64 = 100_000;
@@ -38,28 +39,34 @@ pub struct DrainReport {
     pub total_cost: Cost,
 }
 
-pub async fn run(ctx: &Ctx) -> Result<DrainReport, BoxError> {
+/// Ours, and the baseline's when scenario `baseline` is on.
+pub async fn run(ctx: &Ctx) -> Result<(DrainReport, Option<DrainReport>), BoxError> {
     let jobs = if ctx.quick { QUICK_JOBS } else { JOBS };
     ctx.say(format!(
         "\n== drain: {jobs} pre-enqueued no-op jobs, {WORKERS} worker x {CONCURRENCY}"
     ));
-    let db = ctx.fresh_db().await?;
+    let ours = run_system(ctx, System::Awa, jobs).await?;
+    let baseline = match ctx.baseline {
+        Some(completion) => Some(run_system(ctx, System::Baseline(completion), jobs).await?),
+        None => None,
+    };
+    Ok((ours, baseline))
+}
+
+async fn run_system(ctx: &Ctx, system: System, jobs: u64) -> Result<DrainReport, BoxError> {
+    let db = ctx.fresh_db(system).await?;
     let queue = QueueName::new("drain")?;
     let s0 = pgstats::settled(ctx, &db).await?;
 
     let pool = fleet::pool(db.url(), 2).await?;
     let bar = ctx.bar(jobs, "preload");
-    let plane = PgReadyPlane::new(fleet::schema());
     let started = Instant::now();
     {
         let mut conn = pool.acquire().await?;
         let mut sent = 0;
         while sent < jobs {
             let n = PRELOAD_BATCH.min(jobs - sent);
-            let batch: Vec<NewJob> = (sent..sent + n)
-                .map(|i| NewJob::new(queue.clone(), "noop", payload(i)))
-                .collect();
-            plane.enqueue(&mut conn, &batch).await?;
+            system.enqueue(&mut conn, &queue, sent..sent + n).await?;
             sent += n;
             bar.inc(n);
         }
@@ -73,7 +80,7 @@ pub async fn run(ctx: &Ctx) -> Result<DrainReport, BoxError> {
     let pool = fleet::pool(db.url(), 8).await?;
     let bar = ctx.bar(jobs, "drain");
     let started = Instant::now();
-    let fleet_ = Fleet::start(
+    let fleet_ = system.start(
         &pool,
         db.url(),
         &FleetConfig {
@@ -127,13 +134,18 @@ pub async fn run(ctx: &Ctx) -> Result<DrainReport, BoxError> {
     };
     ctx.say(format!(
         "   drained {} jobs in {:.2} s: {:.0} jobs/s; enqueue+drain {:.0} WAL bytes/job, \
-         {:.3} commits/job, {} dead tuples",
+         {:.3} commits/job, {} dead tuples{}",
         report.completed,
         report.seconds,
         report.jobs_per_s,
         report.total_cost.wal_bytes_per_job,
         report.total_cost.commits_per_job,
-        report.total_cost.dead_tuples
+        report.total_cost.dead_tuples,
+        if system == System::Awa {
+            ""
+        } else {
+            "  [baseline]"
+        }
     ));
     Ok(report)
 }

@@ -1,17 +1,18 @@
 //! Scenario `enqueue`: how fast producers put jobs in, one job per
 //! transaction and 1,000 per round trip, with one and with four
-//! producers. Each variant gets its own fresh database.
+//! producers. Each variant gets its own fresh database. With scenario
+//! `baseline`, the baseline's run of each variant follows ours at once.
 //!
 //! A one-job transaction is bound by how fast the server can flush WAL
 //! (`synchronous_commit=on` by default), so the report sets it next to the
 //! disk's `fdatasync` rate from `pg_test_fsync`.
 
+use super::Ctx;
 use super::pgstats::{self, Cost};
-use super::{Ctx, payload};
+use super::system::System;
 use crate::BoxError;
 use crate::fleet;
-use awa_core::{NewJob, QueueName};
-use awa_ready::{PgReadyPlane, ReadyPlane};
+use awa_core::QueueName;
 use std::path::PathBuf;
 use std::process::Stdio;
 use std::sync::Arc;
@@ -24,7 +25,7 @@ const QUICK_JOBS: u64 = 5_000;
 const BATCH: usize = 1_000;
 /// One-job-per-transaction variants stop here if N jobs take longer.
 const CAP: Duration = Duration::from_secs(60);
-const QUICK_CAP: Duration = Duration::from_secs(3);
+const QUICK_CAP: Duration = Duration::from_secs(1);
 
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct EnqueueRun {
@@ -57,26 +58,44 @@ impl EnqueueReport {
     }
 }
 
-pub async fn run(ctx: &Ctx) -> Result<EnqueueReport, BoxError> {
+/// Ours, and the baseline's when scenario `baseline` is on.
+pub async fn run(ctx: &Ctx) -> Result<(EnqueueReport, Option<EnqueueReport>), BoxError> {
     let jobs = if ctx.quick { QUICK_JOBS } else { JOBS };
     let cap = if ctx.quick { QUICK_CAP } else { CAP };
     ctx.say(format!(
         "\n== enqueue: {jobs} jobs per variant, small JSON payload"
     ));
     let mut runs = Vec::new();
+    let mut baseline_runs = Vec::new();
     for (producers, batch) in [(1, 1), (1, BATCH), (4, 1), (4, BATCH)] {
-        let run = variant(ctx, jobs, producers, batch, cap).await?;
-        ctx.say(format!(
-            "   {:<28} {:>9.0} jobs/s{}",
-            run.name,
-            run.jobs_per_s,
-            if run.capped {
-                format!(" (stopped at {}s after {} jobs)", cap.as_secs(), run.jobs)
-            } else {
-                String::new()
+        // --quick runs the baseline with one producer only.
+        let systems = if producers == 1 {
+            ctx.systems()
+        } else {
+            ctx.systems_unless_quick()
+        };
+        for system in systems {
+            let run = variant(ctx, system, jobs, producers, batch, cap).await?;
+            ctx.say(format!(
+                "   {:<28} {:>9.0} jobs/s{}{}",
+                run.name,
+                run.jobs_per_s,
+                if run.capped {
+                    format!(" (stopped at {}s after {} jobs)", cap.as_secs(), run.jobs)
+                } else {
+                    String::new()
+                },
+                if system == System::Awa {
+                    ""
+                } else {
+                    "  [baseline]"
+                }
+            ));
+            match system {
+                System::Awa => runs.push(run),
+                System::Baseline(_) => baseline_runs.push(run),
             }
-        ));
-        runs.push(run);
+        }
     }
     let fdatasync = if ctx.quick {
         None
@@ -89,19 +108,24 @@ pub async fn run(ctx: &Ctx) -> Result<EnqueueReport, BoxError> {
             }
         }
     };
-    let one = runs
-        .iter()
-        .find(|r| r.producers == 1 && r.batch == 1)
-        .map(|r| r.jobs_per_s);
-    Ok(EnqueueReport {
-        one_per_tx_vs_fdatasync: fdatasync.zip(one).map(|(f, o)| o / f),
-        fdatasync_ops_per_s: fdatasync,
-        runs,
-    })
+    let report = |runs: Vec<EnqueueRun>| {
+        let one = runs
+            .iter()
+            .find(|r| r.producers == 1 && r.batch == 1)
+            .map(|r| r.jobs_per_s);
+        EnqueueReport {
+            one_per_tx_vs_fdatasync: fdatasync.zip(one).map(|(f, o)| o / f),
+            fdatasync_ops_per_s: fdatasync,
+            runs,
+        }
+    };
+    let baseline = ctx.baseline.map(|_| report(baseline_runs));
+    Ok((report(runs), baseline))
 }
 
 async fn variant(
     ctx: &Ctx,
+    system: System,
     jobs: u64,
     producers: usize,
     batch: usize,
@@ -116,7 +140,7 @@ async fn variant(
             format!("{batch} jobs/call")
         }
     );
-    let db = ctx.fresh_db().await?;
+    let db = ctx.fresh_db(system).await?;
     let queue = QueueName::new(format!("enqueue-{producers}x{batch}"))?;
     let before = pgstats::settled(ctx, &db).await?;
     let pool = fleet::pool(db.url(), producers as u32).await?;
@@ -132,7 +156,6 @@ async fn variant(
         let bar = bar.clone();
         let done = done.clone();
         tasks.push(tokio::spawn(async move {
-            let plane = PgReadyPlane::new(fleet::schema());
             let mut conn = pool.acquire().await?;
             let mut sent = 0u64;
             while sent < share {
@@ -141,10 +164,9 @@ async fn variant(
                     break;
                 }
                 let n = (batch as u64).min(share - sent);
-                let jobs: Vec<NewJob> = (sent..sent + n)
-                    .map(|i| NewJob::new(queue.clone(), "noop", payload(p << 40 | i)))
-                    .collect();
-                plane.enqueue(&mut conn, &jobs).await?;
+                system
+                    .enqueue(&mut conn, &queue, (sent..sent + n).map(|i| p << 40 | i))
+                    .await?;
                 sent += n;
                 done.fetch_add(n, Ordering::Relaxed);
                 bar.inc(n);

@@ -9,6 +9,8 @@
 //! `cargo xtask bench` is a debug build; measure with
 //! `cargo run --release -p xtask -- bench`.
 
+mod baseline;
+mod compare;
 mod drain;
 mod enqueue;
 mod pgstats;
@@ -17,6 +19,7 @@ mod profile;
 mod report;
 mod soak;
 mod steady;
+mod system;
 
 use crate::BoxError;
 use crate::fleet;
@@ -27,13 +30,22 @@ use std::collections::BTreeMap;
 use std::process::ExitCode;
 use std::sync::Mutex;
 use std::time::Instant;
+use system::System;
 
 #[derive(Debug, clap::Args)]
 pub struct BenchArgs {
     /// Run only this scenario (repeatable). Default: enqueue, drain,
-    /// steady, pinned, and soak with --long.
+    /// steady, pinned, baseline, and soak with --long. `baseline` runs a
+    /// plain SKIP LOCKED jobs table through each selected enqueue, drain,
+    /// steady and pinned variant right after ours (alone, it brings
+    /// enqueue, drain and steady along) and reports ours, the baseline's
+    /// and their ratio.
     #[arg(long = "scenario", value_enum)]
     scenarios: Vec<Scenario>,
+    /// How the baseline completes a job: keep the row (`update`) or
+    /// delete it (`delete`).
+    #[arg(long, value_enum, default_value_t = baseline::Completion::Update)]
+    baseline_complete: baseline::Completion,
     /// Small sizes and short runs (a CI smoke test; well under a minute).
     #[arg(long)]
     quick: bool,
@@ -64,6 +76,7 @@ pub enum Scenario {
     Steady,
     Pinned,
     Soak,
+    Baseline,
 }
 
 /// What every scenario needs.
@@ -74,6 +87,8 @@ pub struct Ctx {
     pub json: bool,
     /// For CPU accounting, when the server runs on this machine.
     pub postmaster_pid: Option<i64>,
+    /// Scenario `baseline` is on: how the baseline completes jobs.
+    pub baseline: Option<baseline::Completion>,
     template_key: String,
     notes: Mutex<Vec<String>>,
 }
@@ -83,6 +98,8 @@ pub struct Ctx {
 pub struct ScenarioDb {
     url: String,
     name: String,
+    /// The schema the cost figures cover (`awa`, or the baseline's).
+    schema: &'static str,
     // Dropping it drops the database.
     _db: Option<TestDb>,
 }
@@ -94,6 +111,10 @@ impl ScenarioDb {
 
     pub fn name(&self) -> &str {
         &self.name
+    }
+
+    pub fn schema(&self) -> &'static str {
+        self.schema
     }
 }
 
@@ -125,20 +146,51 @@ impl Ctx {
         bar
     }
 
-    /// A fresh, migrated database, with function statistics on and a
-    /// checkpoint just taken, so every scenario starts alike.
-    pub async fn fresh_db(&self) -> Result<ScenarioDb, BoxError> {
-        let made = TestDb::new_on(&self.server, &self.template_key, |url| async move {
-            awa_maint::migrate(&url)
+    /// The systems each run of a scenario covers, ours first.
+    pub fn systems(&self) -> Vec<System> {
+        let mut all = vec![System::Awa];
+        all.extend(self.baseline.map(System::Baseline));
+        all
+    }
+
+    /// Like [`Ctx::systems`], but with `--quick` only ours: for the runs
+    /// the smoke test need not repeat for the baseline (it exercises the
+    /// baseline once per scenario, briefly).
+    pub fn systems_unless_quick(&self) -> Vec<System> {
+        if self.quick {
+            vec![System::Awa]
+        } else {
+            self.systems()
+        }
+    }
+
+    /// A fresh database for `system` (migrated for ours, the baseline's
+    /// table for the baseline), with function statistics on and a
+    /// checkpoint just taken (not with `--quick`), so every run starts
+    /// alike.
+    pub async fn fresh_db(&self, system: System) -> Result<ScenarioDb, BoxError> {
+        let made = match system {
+            System::Awa => {
+                TestDb::new_on(&self.server, &self.template_key, |url| async move {
+                    awa_maint::migrate(&url)
+                        .await
+                        .map(drop)
+                        .map_err(|e| Box::new(e) as BoxError)
+                })
                 .await
-                .map(drop)
-                .map_err(|e| Box::new(e) as BoxError)
-        })
-        .await;
+            }
+            System::Baseline(_) => {
+                TestDb::new_on(&self.server, &baseline::template_key(), |url| async move {
+                    baseline::install(&url).await
+                })
+                .await
+            }
+        };
         let db = match made {
             Ok(db) => ScenarioDb {
                 url: db.url().to_string(),
                 name: db.name().to_string(),
+                schema: system.schema(),
                 _db: Some(db),
             },
             Err(err) if self.server.kind() == ServerKind::External => {
@@ -147,7 +199,10 @@ impl Ctx {
                      database, so figures of later scenarios include earlier leftovers"
                 ));
                 let url = self.server.url().to_string();
-                awa_maint::migrate(&url).await?;
+                match system {
+                    System::Awa => drop(awa_maint::migrate(&url).await?),
+                    System::Baseline(_) => baseline::install(&url).await?,
+                }
                 let mut conn = PgConnection::connect(&url).await?;
                 let name: String = sqlx::query_scalar("SELECT current_database()::text")
                     .fetch_one(&mut conn)
@@ -156,6 +211,7 @@ impl Ctx {
                 ScenarioDb {
                     url,
                     name,
+                    schema: system.schema(),
                     _db: None,
                 }
             }
@@ -174,7 +230,15 @@ impl Ctx {
                 "track_functions could not be set ({err}); no per-function figures"
             ));
         }
-        if let Err(err) = sqlx::query("CHECKPOINT").execute(&mut conn).await {
+        if self.quick {
+            // A checkpoint per run takes seconds on a busy machine, and a
+            // smoke run's figures are not for comparing.
+            self.note_once(
+                "--quick: no CHECKPOINT before each run, so WAL figures include more \
+                 full-page images than a full run's"
+                    .to_string(),
+            );
+        } else if let Err(err) = sqlx::query("CHECKPOINT").execute(&mut conn).await {
             self.note_once(format!(
                 "CHECKPOINT before each scenario failed ({err}); WAL figures depend on \
                  when the server last checkpointed"
@@ -202,6 +266,7 @@ fn selected(args: &BenchArgs) -> Vec<Scenario> {
             Scenario::Drain,
             Scenario::Steady,
             Scenario::Pinned,
+            Scenario::Baseline,
         ];
         if args.long {
             all.push(Scenario::Soak);
@@ -210,6 +275,16 @@ fn selected(args: &BenchArgs) -> Vec<Scenario> {
     } else {
         args.scenarios.clone()
     };
+    // The baseline runs beside ours, so alone it brings ours along.
+    if picked == [Scenario::Baseline] {
+        picked = vec![
+            Scenario::Enqueue,
+            Scenario::Drain,
+            Scenario::Steady,
+            Scenario::Baseline,
+        ];
+    }
+
     let mut seen = Vec::new();
     picked.retain(|s| {
         let new = !seen.contains(s);
@@ -271,6 +346,9 @@ pub async fn run(args: BenchArgs) -> Result<ExitCode, BoxError> {
         quick: args.quick,
         json: args.json,
         postmaster_pid,
+        baseline: scenarios
+            .contains(&Scenario::Baseline)
+            .then_some(args.baseline_complete),
         template_key: format!("awa-migrated-{}", awa_maint::migrate::fingerprint()),
         notes: Mutex::new(Vec::new()),
     };
@@ -315,13 +393,46 @@ pub async fn run(args: BenchArgs) -> Result<ExitCode, BoxError> {
         args.pool_ping,
         load_before,
     );
+    if ctx.baseline.is_some() {
+        ctx.say(
+            "baseline: each enqueue, drain, steady and pinned run is followed by the same run \
+             against a plain SKIP LOCKED jobs table (marked [baseline])",
+        );
+    }
     for scenario in &scenarios {
+        let baseline = &mut report.baseline;
         match scenario {
-            Scenario::Enqueue => report.enqueue = Some(enqueue::run(&ctx).await?),
-            Scenario::Drain => report.drain = Some(drain::run(&ctx).await?),
-            Scenario::Steady => report.steady = Some(steady::run(&ctx).await?),
-            Scenario::Pinned => report.pinned = Some(pinned::run(&ctx).await?),
+            Scenario::Enqueue => {
+                let (ours, base) = enqueue::run(&ctx).await?;
+                report.enqueue = Some(ours);
+                if let Some(b) = baseline {
+                    b.enqueue = base;
+                }
+            }
+            Scenario::Drain => {
+                let (ours, base) = drain::run(&ctx).await?;
+                report.drain = Some(ours);
+                if let Some(b) = baseline {
+                    b.drain = base;
+                }
+            }
+            Scenario::Steady => {
+                let (ours, base) = steady::run(&ctx).await?;
+                report.steady = Some(ours);
+                if let Some(b) = baseline {
+                    b.steady = base;
+                }
+            }
+            Scenario::Pinned => {
+                let (ours, base) = pinned::run(&ctx).await?;
+                report.pinned = Some(ours);
+                if let Some(b) = baseline {
+                    b.pinned = base;
+                }
+            }
             Scenario::Soak => report.soak = Some(soak::run(&ctx).await?),
+            // Runs inside the scenarios above, each run right after ours.
+            Scenario::Baseline => {}
         }
     }
     if args.explain {
@@ -330,6 +441,7 @@ pub async fn run(args: BenchArgs) -> Result<ExitCode, BoxError> {
     report.meta.seconds = started.elapsed().as_secs_f64();
     report.meta.load_after = loadavg();
     report.targets = report::targets(&report);
+    report.comparison = compare::compare(&report);
     report.notes = ctx.take_notes();
     let doc = serde_json::to_string_pretty(&report)?;
     if let Some(path) = &args.json_out {
@@ -361,4 +473,40 @@ fn redact(url: &str) -> String {
 /// A small JSON payload, as a producer would send.
 pub fn payload(i: u64) -> serde_json::Value {
     serde_json::json!({ "user_id": i, "op": "noop" })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Debug, Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: BenchArgs,
+    }
+
+    fn picked(argv: &[&str]) -> Vec<Scenario> {
+        let cli = Cli::parse_from(std::iter::once("bench").chain(argv.iter().copied()));
+        selected(&cli.args)
+    }
+
+    #[test]
+    fn the_baseline_runs_by_default_and_alone_brings_ours_along() {
+        assert!(picked(&[]).contains(&Scenario::Baseline));
+        assert_eq!(
+            picked(&["--scenario", "baseline"]),
+            [
+                Scenario::Enqueue,
+                Scenario::Drain,
+                Scenario::Steady,
+                Scenario::Baseline
+            ]
+        );
+        assert_eq!(
+            picked(&["--scenario", "drain", "--scenario", "baseline"]),
+            [Scenario::Drain, Scenario::Baseline]
+        );
+        assert_eq!(picked(&["--scenario", "drain"]), [Scenario::Drain]);
+    }
 }

@@ -5,7 +5,8 @@
 //!   is included.
 //! * Commits: `pg_stat_database.xact_commit` of the scenario's database.
 //! * Dead tuples and size: `pg_stat_user_tables.n_dead_tup` and
-//!   `pg_total_relation_size` over schema `awa`, at the end of the phase
+//!   `pg_total_relation_size` over schema `awa` (the baseline's schema in
+//!   the baseline's runs), at the end of the phase
 //!   (the database is fresh, so these are the phase's own; autovacuum is
 //!   off on the private cluster, so nothing removed them but on-access
 //!   pruning).
@@ -64,12 +65,12 @@ pub struct Cost {
     pub commits: i64,
     pub commits_per_job: f64,
     pub rollbacks: i64,
-    /// `n_dead_tup` summed over schema awa at the end.
+    /// `n_dead_tup` summed over schema awa (or the baseline's) at the end.
     pub dead_tuples: i64,
     pub dead_tuples_per_job: f64,
     /// Tables with dead tuples at the end.
     pub dead_by_table: BTreeMap<String, i64>,
-    /// Tables + indexes + TOAST of schema awa at the end.
+    /// Tables + indexes + TOAST of schema awa (or the baseline's) at the end.
     pub awa_bytes: i64,
     pub awa_bytes_growth: i64,
     pub cpu_client_s: Option<f64>,
@@ -147,8 +148,9 @@ async fn snapshot(ctx: &Ctx, db: &ScenarioDb, settle: bool) -> Result<Snapshot, 
     .unwrap_or((0, 0));
     let dead: Vec<(String, i64)> = sqlx::query_as(
         "SELECT relname::text, n_dead_tup FROM pg_stat_user_tables \
-          WHERE schemaname = 'awa' AND n_dead_tup > 0",
+          WHERE schemaname = $1 AND n_dead_tup > 0",
     )
+    .bind(db.schema())
     .fetch_all(&mut conn)
     .await?;
     let dead_tuples = dead.iter().map(|(_, n)| n).sum();
@@ -156,14 +158,16 @@ async fn snapshot(ctx: &Ctx, db: &ScenarioDb, settle: bool) -> Result<Snapshot, 
     let awa_bytes: i64 = sqlx::query_scalar(
         "SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0)::bigint \
            FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace \
-          WHERE n.nspname = 'awa' AND c.relkind IN ('r', 'm')",
+          WHERE n.nspname = $1 AND c.relkind IN ('r', 'm')",
     )
+    .bind(db.schema())
     .fetch_one(&mut conn)
     .await?;
     let rows: Vec<(String, i64, f64, f64)> = sqlx::query_as(
         "SELECT funcname::text, calls, total_time, self_time FROM pg_stat_user_functions \
-          WHERE schemaname = 'awa'",
+          WHERE schemaname = $1",
     )
+    .bind(db.schema())
     .fetch_all(&mut conn)
     .await?;
     let functions = rows

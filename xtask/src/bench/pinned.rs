@@ -2,7 +2,9 @@
 //! once as is, once while another connection holds
 //! `BEGIN ISOLATION LEVEL REPEATABLE READ; SELECT count(*) FROM
 //! awa.terminal_jobs;` open for the whole run (the long-running report or
-//! forgotten session that keeps every dead row version alive).
+//! forgotten session that keeps every dead row version alive). With
+//! scenario `baseline`, the baseline's run of each follows ours at once (its
+//! pinning session reads its own jobs table; not with `--quick`).
 
 use super::Ctx;
 use super::steady::{self, SteadyOptions, SteadyRun};
@@ -23,18 +25,33 @@ pub struct PinnedReport {
     pub p99_ratio: f64,
 }
 
-pub async fn run(ctx: &Ctx) -> Result<PinnedReport, BoxError> {
+/// Ours, and the baseline's when scenario `baseline` is on.
+pub async fn run(ctx: &Ctx) -> Result<(PinnedReport, Option<PinnedReport>), BoxError> {
     ctx.say(format!(
         "\n== pinned: steady {RATE}/s without, then with, a REPEATABLE READ snapshot held open"
     ));
+    let systems = ctx.systems_unless_quick();
     let mut opts = SteadyOptions::new(ctx, RATE);
     opts.label = format!("unpinned {RATE}/s");
-    let unpinned = steady::run_rate(ctx, opts.clone()).await?;
+    let mut unpinned = Vec::new();
+    for &system in &systems {
+        unpinned.push(steady::run_rate(ctx, system, opts.clone()).await?);
+    }
     opts.label = format!("pinned {RATE}/s");
     opts.pin = true;
-    let pinned = steady::run_rate(ctx, opts).await?;
+    let mut reports = Vec::new();
+    for (&system, unpinned) in systems.iter().zip(unpinned) {
+        let pinned = steady::run_rate(ctx, system, opts.clone()).await?;
+        reports.push(report(unpinned, pinned));
+    }
+    let mut reports = reports.into_iter();
+    let ours = reports.next().expect("ours always runs");
+    Ok((ours, reports.next()))
+}
+
+fn report(unpinned: SteadyRun, pinned: SteadyRun) -> PinnedReport {
     let ratio = |a: f64, b: f64| if b > 0.0 { a / b } else { f64::NAN };
-    Ok(PinnedReport {
+    PinnedReport {
         rate: RATE,
         throughput_ratio: ratio(pinned.completions_per_s, unpinned.completions_per_s),
         p50_ratio: ratio(pinned.latency.p50, unpinned.latency.p50),
@@ -42,5 +59,5 @@ pub async fn run(ctx: &Ctx) -> Result<PinnedReport, BoxError> {
         p99_ratio: ratio(pinned.latency.p99, unpinned.latency.p99),
         unpinned,
         pinned,
-    })
+    }
 }

@@ -114,7 +114,7 @@ async fn waldump(
 
 pub async fn run(ctx: &Ctx) -> Result<BTreeMap<String, String>, BoxError> {
     ctx.say("\n== explain: enqueue, claim and finish with EXPLAIN (ANALYZE, BUFFERS)");
-    let db = ctx.fresh_db().await?;
+    let db = ctx.fresh_db(super::system::System::Awa).await?;
     let pool = fleet::pool(db.url(), 8).await?;
     let queue = QueueName::new("q")?;
     let mut out = BTreeMap::new();

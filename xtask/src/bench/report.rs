@@ -1,6 +1,10 @@
 //! The bench report: one document with every figure (`--json`), or tables,
-//! and each target from the spec with whether we meet it.
+//! and each target from the spec with whether we meet it; with scenario
+//! `baseline`, the baseline's figures and every comparison (ours, the
+//! baseline's, the ratio).
 
+use super::baseline::Completion;
+use super::compare::Compared;
 use super::drain::DrainReport;
 use super::enqueue::EnqueueReport;
 use super::pgstats::Cost;
@@ -39,6 +43,38 @@ pub struct Target {
     pub gap: String,
 }
 
+/// The baseline's runs, in the same shapes as ours.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct BaselineReport {
+    /// What it models, in one line.
+    pub model: &'static str,
+    pub completion: Completion,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub enqueue: Option<EnqueueReport>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub drain: Option<DrainReport>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub steady: Option<SteadyReport>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pinned: Option<PinnedReport>,
+}
+
+impl BaselineReport {
+    pub fn new(completion: Completion) -> Self {
+        Self {
+            model: "one plain jobs table (bigserial id, queue, kind, args jsonb, state, run_at, \
+                    attempt, ...; primary key + partial fetch index), enqueued by multi-row \
+                    INSERT + NOTIFY, claimed with SELECT ... FOR UPDATE SKIP LOCKED + UPDATE, \
+                    no maintenance; xtask/sql/baseline/",
+            completion,
+            enqueue: None,
+            drain: None,
+            steady: None,
+            pinned: None,
+        }
+    }
+}
+
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct Report {
     pub meta: Meta,
@@ -53,6 +89,12 @@ pub struct Report {
     pub pinned: Option<PinnedReport>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub soak: Option<SoakReport>,
+    /// Scenario `baseline`: the same scenarios against a plain jobs table.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub baseline: Option<BaselineReport>,
+    /// Ours / baseline, figure by figure (empty without the baseline).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub comparison: Vec<Compared>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub explain: Option<BTreeMap<String, String>>,
     pub targets: Vec<Target>,
@@ -117,6 +159,8 @@ impl Report {
             steady: None,
             pinned: None,
             soak: None,
+            baseline: ctx.baseline.map(BaselineReport::new),
+            comparison: Vec::new(),
             explain: None,
             targets: Vec::new(),
             notes: Vec::new(),
@@ -571,6 +615,12 @@ pub fn print_human(r: &Report) {
             &rows,
         );
     }
+    if let Some(b) = &r.baseline {
+        print_baseline(b);
+    }
+    if !r.comparison.is_empty() {
+        print_comparison(r);
+    }
     println!("\ntargets");
     let rows: Vec<Vec<String>> = r
         .targets
@@ -596,4 +646,88 @@ pub fn print_human(r: &Report) {
             println!("  - {n}");
         }
     }
+}
+
+/// The cost header for the baseline's tables: its size is its own schema's.
+fn baseline_cost<'a>(head: &[&'a str]) -> Vec<&'a str> {
+    with_cost(head)
+        .into_iter()
+        .map(|h| if h == "awa MB" { "schema MB" } else { h })
+        .collect()
+}
+
+fn print_baseline(b: &BaselineReport) {
+    println!(
+        "\nbaseline: {} (completed by {})",
+        b.model,
+        match b.completion {
+            Completion::Update => "UPDATE",
+            Completion::Delete => "DELETE",
+        }
+    );
+    if let Some(e) = &b.enqueue {
+        let rows: Vec<Vec<String>> = e
+            .runs
+            .iter()
+            .map(|run| {
+                let mut row = vec![format!("enqueue {}", run.name), num(run.jobs_per_s)];
+                row.extend(cost_cells(&run.cost));
+                row
+            })
+            .collect();
+        table(&baseline_cost(&["baseline run", "jobs/s"]), &rows);
+    }
+    if let Some(d) = &b.drain {
+        let rows = vec![
+            {
+                let mut row = vec!["drain".to_string(), num(d.jobs_per_s)];
+                row.extend(cost_cells(&d.drain_cost));
+                row
+            },
+            {
+                let mut row = vec!["enqueue + drain".to_string(), "".to_string()];
+                row.extend(cost_cells(&d.total_cost));
+                row
+            },
+        ];
+        table(&baseline_cost(&["baseline run", "jobs/s"]), &rows);
+    }
+    let mut steady: Vec<Vec<String>> = Vec::new();
+    if let Some(s) = &b.steady {
+        steady.extend(
+            s.runs
+                .iter()
+                .map(|run| steady_row(format!("{}/s", num(run.offered_rate as f64)), run)),
+        );
+    }
+    if let Some(p) = &b.pinned {
+        steady.push(steady_row("unpinned".into(), &p.unpinned));
+        steady.push(steady_row("pinned".into(), &p.pinned));
+    }
+    if !steady.is_empty() {
+        table(&baseline_cost(STEADY_HEAD), &steady);
+    }
+}
+
+fn print_comparison(r: &Report) {
+    println!("\nours vs baseline (ratio = ours / baseline; `better` says which side wins)");
+    let cell = |v: Option<f64>| v.map_or("-".to_string(), num);
+    let rows: Vec<Vec<String>> = r
+        .comparison
+        .iter()
+        .map(|c| {
+            vec![
+                c.figure.clone(),
+                c.unit.to_string(),
+                cell(c.ours),
+                cell(c.baseline),
+                c.ratio.map_or("-".to_string(), |x| format!("{x:.2}x")),
+                c.winner().to_string(),
+            ]
+        })
+        .collect();
+    table(
+        &["figure", "unit", "ours", "baseline", "ratio", "better"],
+        &rows,
+    );
 }

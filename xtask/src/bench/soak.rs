@@ -4,6 +4,7 @@
 
 use super::Ctx;
 use super::steady::{self, SteadyOptions, SteadyRun};
+use super::system::System;
 use crate::BoxError;
 use std::time::Duration;
 
@@ -34,7 +35,7 @@ pub async fn run(ctx: &Ctx) -> Result<SoakReport, BoxError> {
         EVERY
     });
     opts.drain_timeout = Duration::from_secs(120);
-    let run = steady::run_rate(ctx, opts).await?;
+    let run = steady::run_rate(ctx, System::Awa, opts).await?;
     if let (Some(first), Some(last)) = (run.samples.first(), run.samples.last()) {
         ctx.say(format!(
             "   dead tuples {} -> {}, schema awa {} -> {} bytes over {:.0} s",

@@ -9,14 +9,17 @@
 //! committed by the producer minus jobs claimed by the worker, counted in
 //! process: `queue_stats` reads the `jobs` view, whose cost grows with the
 //! history kept, and would disturb what it measures.
+//!
+//! With scenario `baseline`, the baseline's run at each rate follows ours
+//! at once; faster rates go on for each system while it keeps up.
 
+use super::Ctx;
 use super::pgstats::{self, Cost};
-use super::{Ctx, payload};
+use super::system::System;
 use crate::BoxError;
-use crate::fleet::{self, Fleet, FleetConfig, FleetTotals};
+use crate::fleet::{self, FleetConfig, FleetTotals};
 use crate::latency::{LatencyRecorder, Percentiles};
-use awa_core::{NewJob, QueueName};
-use awa_ready::{PgReadyPlane, ReadyPlane};
+use awa_core::QueueName;
 use sqlx::{Connection, PgConnection};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -56,7 +59,7 @@ impl SteadyOptions {
             label: format!("steady {rate}/s"),
             rate,
             duration: if ctx.quick {
-                Duration::from_secs(2)
+                Duration::from_secs(1)
             } else {
                 Duration::from_secs(10)
             },
@@ -134,7 +137,8 @@ pub fn best_rate(runs: &[SteadyRun], p95_ms: f64) -> Option<u64> {
         .max()
 }
 
-pub async fn run(ctx: &Ctx) -> Result<SteadyReport, BoxError> {
+/// Ours, and the baseline's when scenario `baseline` is on.
+pub async fn run(ctx: &Ctx) -> Result<(SteadyReport, Option<SteadyReport>), BoxError> {
     let (rates, more): (&[u64], &[u64]) = if ctx.quick {
         (QUICK_RATES, &[])
     } else {
@@ -149,40 +153,64 @@ pub async fn run(ctx: &Ctx) -> Result<SteadyReport, BoxError> {
             .collect::<Vec<_>>()
             .join(", ")
     ));
-    let mut runs = Vec::new();
+    let systems = ctx.systems();
+    let mut runs: Vec<Vec<SteadyRun>> = vec![Vec::new(); systems.len()];
     for &rate in rates {
-        runs.push(run_rate(ctx, SteadyOptions::new(ctx, rate)).await?);
+        // --quick runs the baseline at its last rate only.
+        let these = if Some(&rate) == rates.last() {
+            ctx.systems()
+        } else {
+            ctx.systems_unless_quick()
+        };
+        for (i, &system) in systems.iter().enumerate() {
+            if these.contains(&system) {
+                runs[i].push(run_rate(ctx, system, SteadyOptions::new(ctx, rate)).await?);
+            }
+        }
     }
     for &rate in more {
-        if !runs.last().is_some_and(|r: &SteadyRun| r.sustained) {
+        let mut any = false;
+        for (i, &system) in systems.iter().enumerate() {
+            if runs[i].last().is_some_and(|r| r.sustained) {
+                any = true;
+                runs[i].push(run_rate(ctx, system, SteadyOptions::new(ctx, rate)).await?);
+            }
+        }
+        if !any {
             break;
         }
-        runs.push(run_rate(ctx, SteadyOptions::new(ctx, rate)).await?);
     }
-    Ok(SteadyReport {
+    let mut reports = runs.into_iter().map(|runs| SteadyReport {
         workers: WORKERS,
         concurrency: CONCURRENCY,
         headline_rate: best_rate(&runs, HEADLINE_P95_MS),
         rate_p95_under_50ms: best_rate(&runs, 50.0),
         runs,
-    })
+    });
+    let ours = reports.next().expect("ours always runs");
+    Ok((ours, reports.next()))
 }
 
-/// Holds `BEGIN ISOLATION LEVEL REPEATABLE READ; SELECT count(*) FROM
-/// awa.terminal_jobs;` open: the oldest snapshot in the database.
-async fn pin(url: &str) -> Result<PgConnection, BoxError> {
+/// Holds `BEGIN ISOLATION LEVEL REPEATABLE READ;` and the system's pin
+/// query (for ours `SELECT count(*) FROM awa.terminal_jobs;`) open: the
+/// oldest snapshot in the database.
+async fn pin(url: &str, system: System) -> Result<PgConnection, BoxError> {
     let mut conn = PgConnection::connect(url).await?;
     sqlx::raw_sql("BEGIN ISOLATION LEVEL REPEATABLE READ")
         .execute(&mut conn)
         .await?;
-    let _: i64 = sqlx::query_scalar("SELECT count(*) FROM awa.terminal_jobs")
+    let _: i64 = sqlx::query_scalar(system.pin_query())
         .fetch_one(&mut conn)
         .await?;
     Ok(conn)
 }
 
-pub async fn run_rate(ctx: &Ctx, opts: SteadyOptions) -> Result<SteadyRun, BoxError> {
-    let db = ctx.fresh_db().await?;
+pub async fn run_rate(
+    ctx: &Ctx,
+    system: System,
+    opts: SteadyOptions,
+) -> Result<SteadyRun, BoxError> {
+    let db = ctx.fresh_db(system).await?;
     let queue = QueueName::new("steady")?;
     let total = opts
         .jobs
@@ -192,12 +220,12 @@ pub async fn run_rate(ctx: &Ctx, opts: SteadyOptions) -> Result<SteadyRun, BoxEr
     });
     let before = pgstats::settled(ctx, &db).await?;
     let pinned = match opts.pin {
-        true => Some(pin(db.url()).await?),
+        true => Some(pin(db.url(), system).await?),
         false => None,
     };
     let pool = fleet::pool(db.url(), 12).await?;
     let latency = LatencyRecorder::new();
-    let fleet_ = Fleet::start(
+    let fleet_ = system.start(
         &pool,
         db.url(),
         &FleetConfig {
@@ -216,10 +244,13 @@ pub async fn run_rate(ctx: &Ctx, opts: SteadyOptions) -> Result<SteadyRun, BoxEr
     let calls = Arc::new(std::sync::Mutex::new(Vec::new()));
     let producer = tokio::spawn(produce(
         pool.clone(),
-        queue,
-        opts.rate,
-        total,
-        duration,
+        Offer {
+            system,
+            queue,
+            rate: opts.rate,
+            total,
+            duration,
+        },
         produced.clone(),
         calls.clone(),
     ));
@@ -306,7 +337,7 @@ pub async fn run_rate(ctx: &Ctx, opts: SteadyOptions) -> Result<SteadyRun, BoxEr
     };
     ctx.say(format!(
         "   {:<22} offered {:>7.0}/s  completed {:>7.0}/s  p50 {:>7.2} ms  p95 {:>7.2} ms  \
-         p99 {:>7.2} ms  max depth {:>6}{}{}",
+         p99 {:>7.2} ms  max depth {:>6}{}{}{}",
         opts.label,
         run.enqueued_per_s,
         run.completions_per_s,
@@ -322,23 +353,40 @@ pub async fn run_rate(ctx: &Ctx, opts: SteadyOptions) -> Result<SteadyRun, BoxEr
                 "  (not drained after {:.0}s)",
                 opts.drain_timeout.as_secs_f64()
             )
+        },
+        if system == System::Awa {
+            ""
+        } else {
+            "  [baseline]"
         }
     ));
     Ok(run)
 }
 
-/// Offers `rate` jobs/s until `total` are in or `duration` is over;
-/// returns how long it ran.
-async fn produce(
-    pool: sqlx::PgPool,
+/// What the steady producer offers: `rate` jobs/s of `queue` to `system`
+/// until `total` are in or `duration` is over.
+struct Offer {
+    system: System,
     queue: QueueName,
     rate: u64,
     total: u64,
     duration: Duration,
+}
+
+/// Runs the offer; returns how long it ran.
+async fn produce(
+    pool: sqlx::PgPool,
+    offer: Offer,
     produced: Arc<AtomicU64>,
     calls: Arc<std::sync::Mutex<Vec<u32>>>,
 ) -> Result<Duration, BoxError> {
-    let plane = PgReadyPlane::new(fleet::schema());
+    let Offer {
+        system,
+        queue,
+        rate,
+        total,
+        duration,
+    } = offer;
     let mut conn = pool.acquire().await?;
     let mut tick = tokio::time::interval(TICK);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -350,11 +398,9 @@ async fn produce(
         let due = ((rate as f64 * elapsed.as_secs_f64()) as u64).min(total);
         if due > sent {
             let n = (due - sent).min(MAX_BATCH);
-            let jobs: Vec<NewJob> = (sent..sent + n)
-                .map(|i| NewJob::new(queue.clone(), "noop", payload(i)))
-                .collect();
+            let batch = system.batch(&queue, sent..sent + n);
             let call = Instant::now();
-            plane.enqueue(&mut conn, &jobs).await?;
+            batch.send(&mut conn).await?;
             let micros = call.elapsed().as_micros().min(u128::from(u32::MAX)) as u32;
             calls.lock().expect("calls lock").push(micros);
             sent += n;

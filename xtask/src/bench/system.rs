@@ -1,0 +1,130 @@
+//! The two systems a scenario can drive with the same producer and worker
+//! shapes: ours (Awa) and the plain jobs table of scenario `baseline`.
+
+use super::baseline::{self, BaselineFleet, Completion};
+use super::payload;
+use crate::BoxError;
+use crate::fleet::{self, Fleet, FleetConfig, FleetTotals};
+use crate::latency::LatencyRecorder;
+use awa_core::{NewJob, QueueName};
+use awa_ready::{PgReadyPlane, ReadyPlane};
+use sqlx::{PgConnection, PgPool};
+use std::sync::Arc;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum System {
+    Awa,
+    Baseline(Completion),
+}
+
+impl System {
+    /// The schema whose tables the cost figures (dead tuples, size) cover.
+    pub fn schema(self) -> &'static str {
+        match self {
+            System::Awa => "awa",
+            System::Baseline(_) => baseline::SCHEMA,
+        }
+    }
+
+    /// The query a pinning session runs inside its snapshot.
+    pub fn pin_query(self) -> &'static str {
+        match self {
+            System::Awa => "SELECT count(*) FROM awa.terminal_jobs",
+            System::Baseline(_) => baseline::PIN,
+        }
+    }
+
+    /// One call's worth of no-op jobs, one per key (the key goes into the
+    /// payload), ready to send.
+    pub fn batch(self, queue: &QueueName, keys: impl Iterator<Item = u64>) -> Batch {
+        match self {
+            System::Awa => Batch::Awa(
+                keys.map(|i| NewJob::new(queue.clone(), "noop", payload(i)))
+                    .collect(),
+            ),
+            System::Baseline(_) => Batch::Baseline(queue.clone(), keys.map(payload).collect()),
+        }
+    }
+
+    /// Builds and sends one batch (see [`Batch::send`]).
+    pub async fn enqueue(
+        self,
+        conn: &mut PgConnection,
+        queue: &QueueName,
+        keys: impl Iterator<Item = u64>,
+    ) -> Result<(), BoxError> {
+        self.batch(queue, keys).send(conn).await
+    }
+
+    /// Starts the workers of this system (and, for ours, the leader when
+    /// the config asks for one).
+    pub fn start(
+        self,
+        pool: &PgPool,
+        url: &str,
+        config: &FleetConfig,
+        latency: Arc<LatencyRecorder>,
+    ) -> AnyFleet {
+        match self {
+            System::Awa => AnyFleet::Awa(Fleet::start(pool, url, config, latency)),
+            System::Baseline(completion) => {
+                AnyFleet::Baseline(BaselineFleet::start(pool, config, completion, latency))
+            }
+        }
+    }
+}
+
+/// Jobs to enqueue in one call.
+#[derive(Debug)]
+pub enum Batch {
+    Awa(Vec<NewJob>),
+    Baseline(QueueName, Vec<serde_json::Value>),
+}
+
+impl Batch {
+    /// One call in autocommit: one round trip, one commit.
+    pub async fn send(&self, conn: &mut PgConnection) -> Result<(), BoxError> {
+        match self {
+            Batch::Awa(jobs) => {
+                PgReadyPlane::new(fleet::schema())
+                    .enqueue(conn, jobs)
+                    .await?;
+            }
+            Batch::Baseline(queue, args) => {
+                let kinds = vec!["noop"; args.len()];
+                baseline::enqueue(conn, queue.as_str(), &kinds, args).await?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Running workers of either system.
+#[derive(Debug)]
+pub enum AnyFleet {
+    Awa(Fleet),
+    Baseline(BaselineFleet),
+}
+
+impl AnyFleet {
+    pub fn completed(&self) -> u64 {
+        match self {
+            AnyFleet::Awa(f) => f.completed(),
+            AnyFleet::Baseline(f) => f.completed(),
+        }
+    }
+
+    pub fn claimed(&self) -> u64 {
+        match self {
+            AnyFleet::Awa(f) => f.claimed(),
+            AnyFleet::Baseline(f) => f.claimed(),
+        }
+    }
+
+    pub async fn stop(self) -> Result<FleetTotals, BoxError> {
+        match self {
+            AnyFleet::Awa(f) => f.stop().await,
+            AnyFleet::Baseline(f) => f.stop().await,
+        }
+    }
+}
