@@ -148,10 +148,20 @@ async fn write_fallback(
 }
 
 /// The error text of a fallback retry: plain ASCII, so it is storable
-/// whatever the database encoding.
+/// whatever the database encoding. For a database refusal only PostgreSQL's
+/// message and SQLSTATE are quoted, never its DETAIL: a constraint
+/// violation's detail repeats the refused row (the job's args and the very
+/// text that was refused), which would make the fallback fail the same way
+/// and copy job data into an error message.
 fn fallback_text(finish: &Finish, err: &ExecError) -> String {
-    let quoted: String = err
-        .to_string()
+    let reason = match err {
+        ExecError::Database(sqlx::Error::Database(db)) => match db.code() {
+            Some(code) => format!("{} (SQLSTATE {code})", db.message()),
+            None => db.message().to_string(),
+        },
+        other => other.to_string(),
+    };
+    let quoted: String = reason
         .chars()
         .map(|c| {
             if c.is_ascii() && !c.is_ascii_control() {
