@@ -470,6 +470,22 @@ async fn cluster_dies_with_its_process() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 
+    // Refusing connections is not the same as gone: the postmaster may
+    // still be exiting (slowly on a loaded machine), and the sweep rightly
+    // keeps the directory of a live server. Wait for the process itself.
+    let postmaster: Option<i32> = std::fs::read_to_string(dir.join("data").join("postmaster.pid"))
+        .ok()
+        .and_then(|t| t.lines().next().and_then(|l| l.trim().parse().ok()));
+    if let Some(pid) = postmaster {
+        while std::path::Path::new(&format!("/proc/{pid}")).exists() {
+            assert!(
+                Instant::now() < deadline,
+                "the postmaster {pid} outlived its process"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
     // Its directory is left behind; the next cluster start sweeps it away.
     assert!(dir.exists());
     let server = start_private(ClusterOptions::postgres_defaults())
