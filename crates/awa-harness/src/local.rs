@@ -227,8 +227,14 @@ fn sweep_stale(base: &Path) {
             continue;
         }
         let dir = entry.path();
-        let owner_alive = read_pid(&dir.join(OWNER_FILE)).map(process_alive);
-        let server_alive = read_pid(&dir.join("data").join("postmaster.pid")).map(process_alive);
+        // PIDs are reused (pid_max is often 32768 and tests spawn many
+        // processes), so a live PID must also be the same process: the
+        // owner by its start time, the server by its data directory.
+        let owner_alive = read_owner(&dir.join(OWNER_FILE))
+            .map(|(pid, started)| process_alive(pid) && started == start_time(pid));
+        let data = dir.join("data");
+        let server_alive = read_pid(&data.join("postmaster.pid"))
+            .map(|pid| process_alive(pid) && runs_in(pid, &data));
         let stale = match (owner_alive, server_alive) {
             (_, Some(true)) => false,
             (Some(owner_alive), _) => !owner_alive,
@@ -252,6 +258,38 @@ fn sweep_stale(base: &Path) {
                 }
             }
         }
+    }
+}
+
+/// The owner file: our pid, then (where the platform tells) our start time.
+fn read_owner(path: &Path) -> Option<(i32, Option<u64>)> {
+    let text = fs::read_to_string(path).ok()?;
+    let mut lines = text.lines();
+    let pid = lines.next()?.trim().parse().ok()?;
+    let started = lines.next().and_then(|l| l.trim().parse().ok());
+    Some((pid, started))
+}
+
+/// A process's start time in clock ticks since boot (Linux, field 22 of
+/// /proc/PID/stat); None where unknown. Together with the pid it names one
+/// process for good.
+fn start_time(pid: i32) -> Option<u64> {
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name (field 2) is in parentheses and may hold spaces.
+    let rest = &stat[stat.rfind(')')? + 1..];
+    rest.split_whitespace().nth(19)?.parse().ok()
+}
+
+/// Whether process `pid` runs with `data_dir` on its command line (a
+/// postmaster started by us does: `postgres -D <dir>`). Where /proc is not
+/// there to ask, assume it does.
+fn runs_in(pid: i32, data_dir: &Path) -> bool {
+    match fs::read(format!("/proc/{pid}/cmdline")) {
+        Ok(cmdline) => {
+            let want = data_dir.as_os_str().as_encoded_bytes();
+            cmdline.windows(want.len().max(1)).any(|w| w == want)
+        }
+        Err(_) => !Path::new("/proc/self").exists(),
     }
 }
 
@@ -610,7 +648,10 @@ fn prepare_dir(run_as: Option<&RunAs>) -> Result<tempfile::TempDir, HarnessError
         .map_err(|e| HarnessError::io(format!("creating a directory in {}", base.display()), e))?;
     fs::write(
         dir.path().join(OWNER_FILE),
-        format!("{}\n", std::process::id()),
+        match start_time(std::process::id() as i32) {
+            Some(started) => format!("{}\n{started}\n", std::process::id()),
+            None => format!("{}\n", std::process::id()),
+        },
     )
     .map_err(|e| HarnessError::io("recording the cluster's owner", e))?;
     File::create(dir.path().join("postgres.log"))

@@ -486,8 +486,9 @@ async fn cluster_dies_with_its_process() {
         }
     }
 
-    // Its directory is left behind; the next cluster start sweeps it away.
-    assert!(dir.exists());
+    // Its directory is left behind; the next cluster start sweeps it away
+    // (another test of this binary starting a cluster meanwhile may already
+    // have: that start is a next start too).
     let server = start_private(ClusterOptions::postgres_defaults())
         .await
         .expect("a local cluster, as the child got one");
