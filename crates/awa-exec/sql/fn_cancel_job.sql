@@ -39,26 +39,22 @@ BEGIN
         RETURN v_d.reason;
     END IF;
 
-    SELECT r.* INTO v_r
-      FROM {schema}.claim_receipts r
-     WHERE r.job_id = p_job_id
-       AND NOT EXISTS (SELECT 1 FROM {schema}.claim_closures c
-                        WHERE c.slot = r.slot AND c.job_id = r.job_id AND c.run_lease = r.run_lease)
-     ORDER BY r.run_lease DESC
+    -- Running: its open receipt, or its parked row (exec_park moved it out
+    -- of the rings).
+    SELECT x.run_lease, x.slot INTO v_r
+      FROM (SELECT r.run_lease, r.slot
+              FROM {schema}.claim_receipts r
+             WHERE r.job_id = p_job_id
+               AND NOT EXISTS (SELECT 1 FROM {schema}.claim_closures c
+                                WHERE c.slot = r.slot AND c.job_id = r.job_id AND c.run_lease = r.run_lease)
+            UNION ALL
+            SELECT p.run_lease, p.claim_slot
+              FROM {schema}.parked_attempts p
+             WHERE p.job_id = p_job_id) x
+     ORDER BY x.run_lease DESC
      LIMIT 1;
     IF FOUND THEN
         PERFORM 1 FROM {schema}.finish(ARRAY[p_job_id], ARRAY[v_r.run_lease], ARRAY[v_r.slot],
-                                       ARRAY['cancel'], ARRAY[NULL::interval], ARRAY['cancelled by operator'])
-         WHERE accepted;
-        IF FOUND THEN
-            RETURN 'running';
-        END IF;
-    END IF;
-
-    -- Running, but moved out of the rings (exec_park).
-    SELECT p.* INTO v_r FROM {schema}.parked_attempts p WHERE p.job_id = p_job_id;
-    IF FOUND THEN
-        PERFORM 1 FROM {schema}.finish(ARRAY[p_job_id], ARRAY[v_r.run_lease], ARRAY[v_r.claim_slot],
                                        ARRAY['cancel'], ARRAY[NULL::interval], ARRAY['cancelled by operator'])
          WHERE accepted;
         IF FOUND THEN
