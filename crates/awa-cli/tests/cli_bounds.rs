@@ -402,3 +402,42 @@ async fn the_database_refuses_out_of_range_queue_settings() {
     .await
     .unwrap();
 }
+
+/// A raw-SQL producer calling `awa.enqueue` cannot store a job with a
+/// priority or attempt budget no worker understands: the plane tables check
+/// the same bounds as `awa_core::bounds`, for runnable and scheduled jobs.
+#[tokio::test]
+async fn the_database_refuses_out_of_range_jobs_from_raw_sql() {
+    let db = migrated_db().await;
+    let mut conn = sqlx::PgConnection::connect(db.url()).await.unwrap();
+    for (label, priority, max_attempts, later) in [
+        ("priority 0", 0_i16, Some(3), false),
+        ("priority 5", 5, Some(3), false),
+        ("no attempts", 2, Some(0), false),
+        ("too many attempts", 2, Some(1001), false),
+        ("scheduled, priority 9", 9, Some(3), true),
+        ("scheduled, negative attempts", 2, Some(-1), true),
+    ] {
+        let err = sqlx::query(
+            "SELECT * FROM awa.enqueue(ARRAY['raw'], ARRAY['k'], ARRAY['{}'::jsonb], ARRAY[$1::smallint], \
+             ARRAY[CASE WHEN $3 THEN now() + interval '1 hour' END], ARRAY[$2::integer], \
+             ARRAY[NULL::text], ARRAY[NULL::jsonb])",
+        )
+        .bind(priority)
+        .bind(max_attempts)
+        .bind(later)
+        .fetch_all(&mut conn)
+        .await
+        .expect_err(label);
+        let code = err
+            .as_database_error()
+            .and_then(|e| e.code())
+            .map(|c| c.to_string());
+        assert_eq!(code.as_deref(), Some("23514"), "{label}: {err}");
+    }
+    let stored: i64 = sqlx::query_scalar("SELECT count(*) FROM awa.jobs")
+        .fetch_one(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(stored, 0, "nothing was written");
+}

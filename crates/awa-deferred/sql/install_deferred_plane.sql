@@ -11,11 +11,13 @@ BEGIN
         CREATE TABLE IF NOT EXISTS %1$I.deferred_jobs (
             job_id       bigint      PRIMARY KEY,
             queue        text        NOT NULL,
-            priority     smallint    NOT NULL,
+            -- Bounds as awa_core::bounds has them, so a raw-SQL producer
+            -- cannot store a job no worker would understand.
+            priority     smallint    NOT NULL CHECK (priority BETWEEN 1 AND 4),
             kind         text        NOT NULL,
             args         jsonb       NOT NULL,
             attempt      integer     NOT NULL,
-            max_attempts integer     NOT NULL,
+            max_attempts integer     NOT NULL CHECK (max_attempts BETWEEN 1 AND 1000),
             run_lease    bigint      NOT NULL,
             run_at       timestamptz NOT NULL,
             reason       text        NOT NULL CHECK (reason IN ('scheduled', 'retry', 'snoozed', 'released')),

@@ -19,14 +19,16 @@ BEGIN
         CREATE TABLE IF NOT EXISTS %1$I.ready_entries (
             slot         integer     NOT NULL,
             queue        text        NOT NULL,
-            priority     smallint    NOT NULL,
+            -- Bounds as awa_core::bounds has them, so a raw-SQL producer
+            -- cannot store a job no worker would understand.
+            priority     smallint    NOT NULL CHECK (priority BETWEEN 1 AND 4),
             shard        smallint    NOT NULL,
             lane_seq     bigint      NOT NULL,
             job_id       bigint      NOT NULL,
             kind         text        NOT NULL,
             args         jsonb       NOT NULL,
             attempt      integer     NOT NULL,  -- attempts already made
-            max_attempts integer     NOT NULL,
+            max_attempts integer     NOT NULL CHECK (max_attempts BETWEEN 1 AND 1000),
             run_lease    bigint      NOT NULL,  -- leases already issued
             created_at   timestamptz NOT NULL,  -- first enqueue of the job
             ready_at     timestamptz NOT NULL,  -- when this row became runnable
