@@ -46,6 +46,38 @@ BEGIN
         INSERT INTO %1$I.ring_ledger (ring, generation, slot)
         VALUES ('queue', 0, 0), ('lease', 0, 0), ('claim', 0, 0)
         ON CONFLICT DO NOTHING$ddl$, p_schema);
+    -- The ledger is one chain: generation g + 1 writes the slot after
+    -- generation g's. The runtime role may append (rotation needs INSERT),
+    -- so the chain is checked here rather than trusted to ring_rotate: a
+    -- bogus row would make every writer pick a wrong slot. (A trigger's
+    -- function needs no EXECUTE grant to fire, and the runtime role, not
+    -- owning the table, cannot disable it.)
+    EXECUTE format($ddl$
+        CREATE OR REPLACE FUNCTION %1$I.ring_ledger_chain_check() RETURNS trigger
+        LANGUAGE plpgsql AS $trg$
+        DECLARE
+            v_prev  integer;
+            v_slots integer;
+        BEGIN
+            SELECT l.slot INTO v_prev FROM %1$I.ring_ledger l
+             WHERE l.ring = NEW.ring AND l.generation = NEW.generation - 1;
+            SELECT CASE NEW.ring WHEN 'queue' THEN i.queue_slot_count
+                                 WHEN 'lease' THEN i.lease_slot_count
+                                 ELSE i.claim_slot_count END
+              INTO v_slots FROM %1$I.substrate_info i;
+            IF v_prev IS NULL OR v_slots IS NULL OR NEW.slot <> (v_prev + 1) %% v_slots THEN
+                RAISE EXCEPTION 'ring_ledger: %% generation %% must follow generation %% in the next slot',
+                                NEW.ring, NEW.generation, NEW.generation - 1
+                      USING ERRCODE = 'check_violation',
+                            HINT = 'Rings move only through ring_rotate.';
+            END IF;
+            RETURN NEW;
+        END
+        $trg$$ddl$, p_schema);
+    EXECUTE format($ddl$
+        CREATE OR REPLACE TRIGGER ring_ledger_chain BEFORE INSERT ON %1$I.ring_ledger
+        FOR EACH ROW WHEN (NEW.generation > 0)
+        EXECUTE FUNCTION %1$I.ring_ledger_chain_check()$ddl$, p_schema);
 
     -- Slots proven dead and logically removed, waiting to be truncated. A
     -- snapshot taken after the marker committed no longer shows the slot's

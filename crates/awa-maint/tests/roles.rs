@@ -291,6 +291,18 @@ async fn regression_the_runtime_role_cannot_lock_everyone_out() {
     // Nor rewrite ring history: the ledger is append-only.
     assert_refused(&mut rt, "UPDATE awa.ring_ledger SET slot = 0").await;
     assert_refused(&mut rt, "DELETE FROM awa.ring_ledger").await;
+    // Appending is allowed (rotation), but only the next link of the chain.
+    for bogus in [
+        "INSERT INTO awa.ring_ledger (ring, generation, slot) VALUES ('queue', 1, 999)",
+        "INSERT INTO awa.ring_ledger (ring, generation, slot) VALUES ('queue', 5, 1)",
+        "INSERT INTO awa.ring_ledger (ring, generation, slot) VALUES ('claim', 1, 0)",
+    ] {
+        let err = sqlx::query(sqlx::AssertSqlSafe(bogus))
+            .execute(&mut rt)
+            .await
+            .expect_err(bogus);
+        assert_eq!(sqlstate(&err).as_deref(), Some("23514"), "{bogus}: {err}");
+    }
     rt.close().await.unwrap();
     drop_role(&mut admin, &role).await;
 }
