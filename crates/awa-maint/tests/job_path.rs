@@ -156,6 +156,56 @@ async fn a_later_producer_does_not_overtake_an_earlier_uncommitted_one() {
     assert_eq!(claimed, vec![first, second]);
 }
 
+/// The same rule through the one-statement fast path and the COPY path, in
+/// every pairing: the earlier producer's position is drawn only after its
+/// xid and producer lock, so a claim cannot pass it while it is open.
+#[tokio::test]
+async fn the_fast_and_copy_paths_do_not_overtake_an_earlier_uncommitted_producer() {
+    let (_db, pool) = setup().await;
+    let plane = PgReadyPlane::new(schema());
+    enqueue(&pool, &[job("lane2")]).await;
+    assert_eq!(claim_all(&pool, "lane2", 10, 1).await.len(), 1);
+    for (a_copy, b_copy) in [(true, false), (false, true), (true, true), (false, false)] {
+        let mut a = pool.acquire().await.unwrap();
+        let mut tx_a = a.begin().await.unwrap();
+        let batch_a = [job("lane2"), job("lane2")];
+        let first: Vec<JobId> = if a_copy {
+            plane.enqueue_copy(&mut tx_a, &batch_a).await
+        } else {
+            plane.enqueue(&mut tx_a, &batch_a).await
+        }
+        .unwrap()
+        .iter()
+        .map(|e| e.job_id)
+        .collect();
+        let mut b = pool.acquire().await.unwrap();
+        let second = if b_copy {
+            plane.enqueue_copy(&mut b, &[job("lane2")]).await
+        } else {
+            plane.enqueue(&mut b, &[job("lane2")]).await
+        }
+        .unwrap()[0]
+            .job_id;
+        drop(b);
+        assert!(
+            claim_all(&pool, "lane2", 10, 0).await.is_empty(),
+            "A copy {a_copy}, B copy {b_copy}: B's committed job passed A's open ones"
+        );
+        tx_a.commit().await.unwrap();
+        drop(a);
+        let claimed: Vec<JobId> = claim_all(&pool, "lane2", 10, 3)
+            .await
+            .iter()
+            .map(|c| c.token.job_id)
+            .collect();
+        assert_eq!(
+            claimed,
+            vec![first[0], first[1], second],
+            "A copy {a_copy}, B copy {b_copy}"
+        );
+    }
+}
+
 #[tokio::test]
 async fn an_aborted_producer_does_not_block_the_lane() {
     let (_db, pool) = setup().await;

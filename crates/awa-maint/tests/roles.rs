@@ -967,6 +967,19 @@ async fn every_runtime_path_works_under_the_runtime_role() {
             .unwrap();
     }
 
+    // The COPY enqueue path (a session temporary table, then one
+    // statement) under the role: plain jobs by COPY, a keyed one through
+    // enqueue.
+    let copied: Vec<NewJob> = (0..20)
+        .map(|i| NewJob::new(q.clone(), "t", serde_json::json!({ "copied": i })))
+        .collect();
+    let done = ready.enqueue_copy(&mut rt, &copied).await.unwrap();
+    assert_eq!(done.len(), 20);
+    assert!(done.iter().all(|e| e.inserted && !e.scheduled));
+    let mut keyed = NewJob::new(q.clone(), "t", serde_json::json!({}));
+    keyed.unique_key = Some("k-copy".into());
+    assert!(ready.enqueue_copy(&mut rt, &[keyed]).await.unwrap()[0].inserted);
+
     runtimes::deregister(&mut rt, me).await.unwrap();
     runtimes::gc(&mut rt, Duration::ZERO).await.unwrap();
     rt.close().await.unwrap();

@@ -72,12 +72,8 @@ BEGIN
      ORDER BY b.ord
      LIMIT 1;
     IF FOUND THEN
-        RAISE EXCEPTION 'job % of this enqueue (queue %, kind %) has % bytes of args and metadata, over the limit of % bytes',
-                        v_big_ord, p_queues[v_big_ord], p_kinds[v_big_ord], v_big_bytes, v_limit
-            USING ERRCODE = 'program_limit_exceeded',
-                  DETAIL = 'Nothing of this enqueue was written.',
-                  HINT = 'Store large payloads elsewhere (a table, object storage) and pass a reference in args; '
-                         'the limit is max_job_bytes in the substrate''s substrate_info.';
+        PERFORM {schema}.enqueue_oversized(v_big_ord, p_queues[v_big_ord], p_kinds[v_big_ord],
+                                           v_big_bytes, v_limit);
     END IF;
 
     -- ready_append's ordering rule: xid before any lane position.

@@ -30,6 +30,10 @@ pub const FUNCTIONS: &[(&str, &str)] = &[
         include_str!("../sql/fn_ready_tombstone.sql"),
     ),
     ("unique_take", include_str!("../sql/fn_unique_take.sql")),
+    (
+        "enqueue_oversized",
+        include_str!("../sql/fn_enqueue_oversized.sql"),
+    ),
     ("enqueue", include_str!("../sql/fn_enqueue.sql")),
     (
         "ready_slot_live",

@@ -1,6 +1,7 @@
 //! Scenario `enqueue`: how fast producers put jobs in, one job per
 //! transaction and 1,000 per round trip, with one and with four
-//! producers. Each variant gets its own fresh database. With scenario
+//! producers, and 10,000 per call through the COPY path from one producer
+//! (the baseline sends the same batches as its multi-row insert). Each variant gets its own fresh database. With scenario
 //! `baseline`, the baseline's run of each variant follows ours at once.
 //!
 //! A one-job transaction is bound by how fast the server can flush WAL
@@ -23,6 +24,8 @@ use tokio::io::AsyncBufReadExt;
 const JOBS: u64 = 100_000;
 const QUICK_JOBS: u64 = 5_000;
 const BATCH: usize = 1_000;
+/// Jobs per call of the COPY variant.
+const COPY_BATCH: usize = 10_000;
 /// One-job-per-transaction variants stop here if N jobs take longer.
 const CAP: Duration = Duration::from_secs(60);
 const QUICK_CAP: Duration = Duration::from_secs(1);
@@ -33,6 +36,9 @@ pub struct EnqueueRun {
     pub producers: usize,
     /// Jobs per round trip (and per transaction).
     pub batch: usize,
+    /// Sent through `PgReadyPlane::enqueue_copy` (ours; the baseline sends
+    /// its multi-row insert).
+    pub copy: bool,
     pub jobs: u64,
     pub seconds: f64,
     pub jobs_per_s: f64,
@@ -67,7 +73,13 @@ pub async fn run(ctx: &Ctx) -> Result<(EnqueueReport, Option<EnqueueReport>), Bo
     ));
     let mut runs = Vec::new();
     let mut baseline_runs = Vec::new();
-    for (producers, batch) in [(1, 1), (1, BATCH), (4, 1), (4, BATCH)] {
+    for (producers, batch, copy) in [
+        (1, 1, false),
+        (1, BATCH, false),
+        (4, 1, false),
+        (4, BATCH, false),
+        (1, COPY_BATCH, true),
+    ] {
         // --quick runs the baseline with one producer only.
         let systems = if producers == 1 {
             ctx.systems()
@@ -75,7 +87,7 @@ pub async fn run(ctx: &Ctx) -> Result<(EnqueueReport, Option<EnqueueReport>), Bo
             ctx.systems_unless_quick()
         };
         for system in systems {
-            let run = variant(ctx, system, jobs, producers, batch, cap).await?;
+            let run = variant(ctx, system, jobs, producers, batch, copy, cap).await?;
             ctx.say(format!(
                 "   {:<28} {:>9.0} jobs/s{}{}",
                 run.name,
@@ -129,6 +141,7 @@ async fn variant(
     jobs: u64,
     producers: usize,
     batch: usize,
+    copy: bool,
     cap: Duration,
 ) -> Result<EnqueueRun, BoxError> {
     let name = format!(
@@ -136,6 +149,8 @@ async fn variant(
         if producers == 1 { "" } else { "s" },
         if batch == 1 {
             "1 job/tx".to_string()
+        } else if copy {
+            format!("{batch} jobs/COPY")
         } else {
             format!("{batch} jobs/call")
         }
@@ -164,9 +179,12 @@ async fn variant(
                     break;
                 }
                 let n = (batch as u64).min(share - sent);
-                system
-                    .enqueue(&mut conn, &queue, (sent..sent + n).map(|i| p << 40 | i))
-                    .await?;
+                let keys = (sent..sent + n).map(|i| p << 40 | i);
+                if copy {
+                    system.batch(&queue, keys).send_copy(&mut conn).await?;
+                } else {
+                    system.enqueue(&mut conn, &queue, keys).await?;
+                }
                 sent += n;
                 done.fetch_add(n, Ordering::Relaxed);
                 bar.inc(n);
@@ -186,6 +204,7 @@ async fn variant(
         name,
         producers,
         batch,
+        copy,
         jobs: enqueued,
         seconds,
         jobs_per_s: enqueued as f64 / seconds,

@@ -297,6 +297,13 @@ pub fn targets(r: &Report) -> Vec<Target> {
         enq.and_then(|e| e.find(1, 1_000)).map(|r| r.jobs_per_s),
         "jobs/s",
     ));
+    t.push(at_least(
+        "enqueue, 1 producer, 10,000 jobs/COPY",
+        150_000.0,
+        enq.and_then(|e| e.runs.iter().find(|r| r.producers == 1 && r.copy))
+            .map(|r| r.jobs_per_s),
+        "jobs/s",
+    ));
     let mut one = at_least(
         "enqueue, 1 producer, 1 job/tx",
         4_500.0,

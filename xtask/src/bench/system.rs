@@ -99,6 +99,23 @@ impl Batch {
     }
 }
 
+impl Batch {
+    /// As [`Batch::send`], but ours goes through the COPY path
+    /// (`PgReadyPlane::enqueue_copy`); the baseline has no COPY path of its
+    /// own and sends its multi-row insert, what a user would write.
+    pub async fn send_copy(&self, conn: &mut PgConnection) -> Result<(), BoxError> {
+        match self {
+            Batch::Awa(jobs) => {
+                PgReadyPlane::new(fleet::schema())
+                    .enqueue_copy(conn, jobs)
+                    .await?;
+                Ok(())
+            }
+            Batch::Baseline(..) => self.send(conn).await,
+        }
+    }
+}
+
 /// Running workers of either system.
 #[derive(Debug)]
 pub enum AnyFleet {
