@@ -150,8 +150,14 @@ async fn write_fallback(
 /// The error text of a fallback retry: plain ASCII, so it is storable
 /// whatever the database encoding.
 fn fallback_text(finish: &Finish, err: &ExecError) -> String {
-    let quoted: String = err
-        .to_string()
+    // Only PostgreSQL's message: the detail of a refused row ("Failing row
+    // contains (...)") quotes the very value that was refused, so quoting
+    // it would make the fallback unstorable too.
+    let said = match err {
+        ExecError::Database(sqlx::Error::Database(db)) => db.message().to_string(),
+        other => other.to_string(),
+    };
+    let quoted: String = said
         .chars()
         .map(|c| {
             if c.is_ascii() && !c.is_ascii_control() {
