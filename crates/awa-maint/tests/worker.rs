@@ -468,3 +468,64 @@ async fn a_killed_worker_with_a_buffer_has_every_job_rescued_and_completed_once(
         "each completed exactly once"
     );
 }
+
+/// Low load keeps the wake-up path: on an idle queue whose poll is a
+/// minute away, one enqueued job is claimed on its notification (the
+/// buffer changes nothing there), in one claim call that takes it.
+#[tokio::test]
+async fn a_job_on_an_idle_queue_is_claimed_on_its_notification_not_the_poll() {
+    let db = awa_maint::migrated_test_db().await.unwrap();
+    let pool = db.pool().await.unwrap();
+    let q = QueueName::new("idle").unwrap();
+    let mut config = WorkerConfig::new(schema(), vec![(q.clone(), 16)]);
+    config.poll_interval = Duration::from_secs(60);
+    let recorder = Recorder::default();
+    let mut worker = Worker::new(pool.clone(), config);
+    worker.register("noop", recorder.clone());
+    let stats = worker.stats();
+    let (stop_tx, mut stop_rx) = tokio::sync::watch::channel(false);
+    let run = tokio::spawn(worker.run(async move {
+        let _ = stop_rx.wait_for(|s| *s).await;
+    }));
+    // Idle: the first claim found nothing, and the listener is listening.
+    wait_for(
+        "the worker never went idle",
+        Duration::from_secs(20),
+        || stats.snapshot().empty_claims >= 1,
+    )
+    .await;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let listening: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM pg_stat_activity \
+             WHERE datname = current_database() AND query ILIKE 'LISTEN%'",
+        )
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+        if listening > 0 {
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "never listening");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let before = stats.snapshot();
+    enqueue_noops(&pool, &q, "noop", 1).await;
+    // Far less than the poll interval: only the notification can wake it.
+    wait_for(
+        "the job was not claimed on its notification",
+        Duration::from_secs(30),
+        || stats.snapshot().completed == 1,
+    )
+    .await;
+    let after = stats.snapshot();
+    assert_eq!(
+        after.claim_calls - after.empty_claims,
+        before.claim_calls - before.empty_claims + 1,
+        "one claim took the job"
+    );
+    stop_tx.send(true).unwrap();
+    let report = run.await.unwrap().unwrap();
+    assert_eq!(report.completed, 1);
+    assert_eq!(recorder.0.lock().unwrap().len(), 1);
+}
