@@ -135,3 +135,87 @@ async fn a_dead_workers_job_is_still_rescued_under_the_short_bound() {
         "{err}"
     );
 }
+
+struct Medium;
+
+#[async_trait]
+impl Handler for Medium {
+    async fn handle(&self, _ctx: JobContext) -> HandlerResult {
+        tokio::time::sleep(Duration::from_secs(4)).await;
+        Ok(Outcome::Complete)
+    }
+}
+
+/// A job claimed into the worker's buffer waits there behind a running one
+/// for 4 s, four times the rescue bound: the worker heartbeats it while it
+/// waits, so maintenance does not take it, and both complete first time.
+#[tokio::test]
+async fn a_buffered_job_waiting_longer_than_the_rescue_bound_is_not_rescued() {
+    let (_db, pool) = common::setup().await;
+    let q = QueueName::new("queued").unwrap();
+    let mut conn = pool.acquire().await.unwrap();
+    let ids: Vec<_> = PgReadyPlane::new(schema())
+        .enqueue(
+            &mut conn,
+            &[
+                NewJob::new(q.clone(), "medium", serde_json::json!({})),
+                NewJob::new(q.clone(), "medium", serde_json::json!({})),
+            ],
+        )
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|e| e.job_id)
+        .collect();
+    drop(conn);
+
+    let mut worker = Worker::new(
+        pool.clone(),
+        WorkerConfig::new(schema(), vec![(q.clone(), 1)]),
+    );
+    worker.register("medium", Medium);
+    let stats = worker.stats();
+    let (stop_tx, mut stop_rx) = tokio::sync::watch::channel(false);
+    let run = tokio::spawn(worker.run(async move {
+        let _ = stop_rx.wait_for(|s| *s).await;
+    }));
+    let rescue = Rescue::new(schema(), BOUND, Duration::from_millis(100));
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut rescued = 0;
+    let mut both_claimed_while_one_ran = false;
+    loop {
+        let s = stats.snapshot();
+        if s.claimed == 2 && s.completed == 0 {
+            both_claimed_while_one_ran = true;
+        }
+        if s.completed + s.rejected >= 2 {
+            break;
+        }
+        if let awa_maint::tasks::TaskOutcome::Worked { items } =
+            rescue.run_once(&pool).await.unwrap()
+        {
+            rescued += items;
+        }
+        assert!(Instant::now() < deadline, "the jobs never finished");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    stop_tx.send(true).unwrap();
+    let report = run.await.unwrap().unwrap();
+    assert!(
+        both_claimed_while_one_ran,
+        "the second job was never buffered behind the first"
+    );
+    assert_eq!(rescued, 0, "a buffered job was rescued");
+    assert_eq!(report.rejected, 0);
+    assert_eq!(report.completed, 2);
+    let mut conn = pool.acquire().await.unwrap();
+    for id in ids {
+        let job = PgHistoryPlane::new(schema())
+            .job(&mut conn, id)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(job.state, JobState::Completed);
+        assert_eq!(job.attempt, 1, "completed on its first attempt");
+    }
+}

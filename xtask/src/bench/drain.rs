@@ -1,5 +1,5 @@
 //! Scenario `drain`: N no-op jobs enqueued up front (1,000 per call), then
-//! one worker (concurrency 64, default claim batch) completes them as fast
+//! one worker (concurrency 64 or `--drain-concurrency`, default claim batch) completes them as fast
 //! as it can. Also the enqueue+drain cost per job. With scenario
 //! `baseline`, the baseline's drain of as many jobs follows ours at once.
 
@@ -42,18 +42,26 @@ pub struct DrainReport {
 /// Ours, and the baseline's when scenario `baseline` is on.
 pub async fn run(ctx: &Ctx) -> Result<(DrainReport, Option<DrainReport>), BoxError> {
     let jobs = if ctx.quick { QUICK_JOBS } else { JOBS };
+    let concurrency = ctx.drain_concurrency.unwrap_or(CONCURRENCY);
     ctx.say(format!(
-        "\n== drain: {jobs} pre-enqueued no-op jobs, {WORKERS} worker x {CONCURRENCY}"
+        "\n== drain: {jobs} pre-enqueued no-op jobs, {WORKERS} worker x {concurrency}"
     ));
-    let ours = run_system(ctx, System::Awa, jobs).await?;
+    let ours = run_system(ctx, System::Awa, jobs, concurrency).await?;
     let baseline = match ctx.baseline {
-        Some(completion) => Some(run_system(ctx, System::Baseline(completion), jobs).await?),
+        Some(completion) => {
+            Some(run_system(ctx, System::Baseline(completion), jobs, concurrency).await?)
+        }
         None => None,
     };
     Ok((ours, baseline))
 }
 
-async fn run_system(ctx: &Ctx, system: System, jobs: u64) -> Result<DrainReport, BoxError> {
+async fn run_system(
+    ctx: &Ctx,
+    system: System,
+    jobs: u64,
+    concurrency: usize,
+) -> Result<DrainReport, BoxError> {
     let db = ctx.fresh_db(system).await?;
     let queue = QueueName::new("drain")?;
     let s0 = pgstats::settled(ctx, &db).await?;
@@ -86,7 +94,7 @@ async fn run_system(ctx: &Ctx, system: System, jobs: u64) -> Result<DrainReport,
         &FleetConfig {
             queue,
             workers: WORKERS,
-            concurrency: CONCURRENCY,
+            concurrency,
             leader: false,
         },
         LatencyRecorder::new(),
@@ -121,7 +129,7 @@ async fn run_system(ctx: &Ctx, system: System, jobs: u64) -> Result<DrainReport,
     let report = DrainReport {
         jobs,
         workers: WORKERS,
-        concurrency: CONCURRENCY,
+        concurrency,
         claim_batch,
         jobs_per_s: completed.min(jobs) as f64 / seconds,
         seconds,

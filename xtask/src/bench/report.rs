@@ -250,12 +250,22 @@ pub fn num(x: f64) -> String {
 pub fn targets(r: &Report) -> Vec<Target> {
     let mut t = Vec::new();
     let drain = r.drain.as_ref();
-    t.push(at_least(
-        "drain, 1 worker x 64",
-        25_000.0,
-        drain.map(|d| d.jobs_per_s),
-        "jobs/s",
-    ));
+    // The issue sets 25,000/s at the default concurrency and 15,000/s at
+    // 16 (`--drain-concurrency 16`); other concurrencies have no target.
+    let concurrency = drain.map_or(64, |d| d.concurrency);
+    let drain_target = match concurrency {
+        16 => Some(15_000.0),
+        64 => Some(25_000.0),
+        _ => None,
+    };
+    if let Some(target) = drain_target {
+        t.push(at_least(
+            &format!("drain, 1 worker x {concurrency}"),
+            target,
+            drain.map(|d| d.jobs_per_s),
+            "jobs/s",
+        ));
+    }
     let steady = r.steady.as_ref();
     let mut rate50 = at_least(
         "steady: highest sustained rate with p95 < 50 ms",

@@ -1,11 +1,21 @@
-//! Per-queue claiming, and the notification listener that wakes it.
+//! Per-queue claiming into a small local buffer, and the notification
+//! listener that wakes it.
+//!
+//! The dispatcher claims ahead of free permits: it keeps up to a bounded
+//! number of claimed jobs waiting (sized from the observed job duration,
+//! at most `max(claim_batch, 2 x concurrency)` jobs and about one claim
+//! batch of bytes), refills when half of them are gone, and starts one as
+//! each permit frees, with the claim call itself running concurrently.
+//! Buffered jobs hold open receipts: they are in the in-flight map from
+//! the moment they are claimed, so they are heartbeated like running
+//! ones, released on shutdown, and rescued if the worker dies.
 
 use super::{InFlight, Stats, handler::*};
-use crate::{ExecPlane, Finish, Frontier, PgExecPlane};
+use crate::{ExecError, ExecPlane, Finish, Frontier, PgExecPlane};
 use awa_core::{AttemptToken, QueueName};
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 use tokio::sync::{Notify, Semaphore, mpsc, watch};
 
@@ -14,6 +24,8 @@ pub(crate) struct Dispatcher {
     pub plane: Arc<PgExecPlane>,
     pub queue: QueueName,
     pub semaphore: Arc<Semaphore>,
+    /// The queue's concurrency (the semaphore's size).
+    pub concurrency: usize,
     pub batch: usize,
     pub poll_interval: Duration,
     pub instance_id: uuid::Uuid,
@@ -30,107 +42,324 @@ pub(crate) struct Dispatcher {
 const SETTLE_FIRST: Duration = Duration::from_millis(1);
 const SETTLE_MAX: Duration = Duration::from_millis(32);
 
-pub(crate) async fn run(mut d: Dispatcher) {
-    let mut frontier = Frontier::default();
+/// How long a claimed job should wait in the local buffer before a permit
+/// frees for it. The buffer is sized from the observed job duration to
+/// about this much work, so short jobs are claimed in large batches (one
+/// claim round trip serves many jobs) while long jobs are barely buffered
+/// and stay available to other workers.
+const BUFFER_HORIZON: Duration = Duration::from_millis(50);
+
+/// Most stored args plus metadata held in the buffer before claiming
+/// stops: the byte bound of one claim batch (`ready_take`), so the buffer
+/// holds at most about two batches' worth of bytes.
+const MAX_BUFFER_BYTES: usize = 8 << 20;
+
+/// Weight of the newest job duration in the running average (1/8).
+const DURATION_WEIGHT_SHIFT: u32 = 3;
+
+/// Claimed jobs not yet started, oldest first. Every one of them also has
+/// an entry in the worker's in-flight map (with no task), so the heartbeat
+/// task keeps it alive and shutdown releases it.
+#[derive(Default)]
+struct Buffer {
+    jobs: VecDeque<(awa_core::ClaimedJob, usize)>,
+    bytes: usize,
+}
+
+impl Buffer {
+    fn push(&mut self, job: awa_core::ClaimedJob) {
+        let bytes = stored_bytes(&job);
+        self.bytes += bytes;
+        self.jobs.push_back((job, bytes));
+    }
+
+    fn pop(&mut self) -> Option<awa_core::ClaimedJob> {
+        let (job, bytes) = self.jobs.pop_front()?;
+        self.bytes -= bytes;
+        Some(job)
+    }
+
+    fn len(&self) -> usize {
+        self.jobs.len()
+    }
+
+    fn is_empty(&self) -> bool {
+        self.jobs.is_empty()
+    }
+}
+
+/// About what the job's args and metadata take in storage (their JSON
+/// length), counted without allocating.
+fn stored_bytes(job: &awa_core::ClaimedJob) -> usize {
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0 += buf.len();
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut n = Count(0);
+    let _ = serde_json::to_writer(&mut n, &job.args);
+    if let Some(m) = &job.metadata {
+        let _ = serde_json::to_writer(&mut n, m);
+    }
+    n.0
+}
+
+/// How many claimed jobs to keep waiting for a permit: about
+/// `BUFFER_HORIZON` of work at the observed job duration, between 1 and
+/// `max`. Before any job has finished, one round of the concurrency.
+fn buffer_target(concurrency: usize, max: usize, avg_job_us: u64) -> usize {
+    if avg_job_us == 0 {
+        return concurrency.clamp(1, max);
+    }
+    let horizon_us = BUFFER_HORIZON.as_micros() as u64;
+    let jobs = (concurrency as u64).saturating_mul(horizon_us) / avg_job_us;
+    usize::try_from(jobs).unwrap_or(max).clamp(1, max)
+}
+
+type ClaimResult = (Frontier, Result<Vec<awa_core::ClaimedJob>, ExecError>);
+
+/// Why the dispatcher is not claiming right now.
+enum Hold {
+    /// Claim whenever the buffer runs low.
+    None,
+    /// The frontier has not settled: look again at this instant.
+    Settle(tokio::time::Instant),
+    /// Nothing to claim: a notification or this instant (the poll).
+    Idle(tokio::time::Instant),
+    /// The last claim failed: look again at this instant.
+    Failed(tokio::time::Instant),
+}
+
+pub(crate) async fn run(d: Dispatcher) {
+    let mut frontier = Some(Frontier::default());
     let mut stop = d.stop.clone();
     let mut settle = SETTLE_FIRST;
+    let mut buffer = Buffer::default();
+    // Counts and bytes are both bounded: at most `max_buffer` jobs wait.
+    let max_buffer = d.batch.max(2 * d.concurrency);
+    let avg_job_us = Arc::new(AtomicU64::new(0));
+    let mut hold = Hold::None;
+    let mut claim: Option<std::pin::Pin<Box<dyn Future<Output = ClaimResult> + Send>>> = None;
     loop {
-        if *stop.borrow() {
-            return;
-        }
-        // Wait for capacity.
-        let free = d.semaphore.available_permits();
-        if free == 0 {
-            tokio::select! {
-                permit = d.semaphore.clone().acquire_owned() => drop(permit),
-                _ = stop.changed() => {}
+        let stopping = *stop.borrow();
+        if stopping {
+            // Claimed, never started: give them back at once, attempt not
+            // counted, so they run elsewhere. A claim still in flight is
+            // waited for (the worker abandons it at the grace deadline,
+            // and rescue takes what it claimed).
+            release_buffer(&d, &mut buffer);
+            if claim.is_none() {
+                return;
             }
-            continue;
-        }
-        let want = free.min(d.batch);
-        let claimed = async {
-            let mut conn = d.pool.acquire().await?;
-            d.plane
-                .claim(
-                    &mut conn,
-                    &d.queue,
-                    want as i32,
-                    &mut frontier,
-                    Some(d.instance_id),
-                )
-                .await
-        }
-        .await;
-        let jobs = match claimed {
-            Ok(jobs) => jobs,
-            Err(err) => {
-                tracing::error!(queue = %d.queue, error = %err, "claim failed; retrying after the poll interval");
-                tokio::select! {
-                    _ = tokio::time::sleep(d.poll_interval) => {}
-                    _ = stop.changed() => {}
+        } else {
+            // Start what permits allow.
+            while !buffer.is_empty() {
+                match d.semaphore.clone().try_acquire_owned() {
+                    Ok(permit) => {
+                        let job = buffer.pop().expect("non-empty");
+                        start_job(&d, job, permit, &avg_job_us);
+                    }
+                    Err(_) => break,
                 }
-                continue;
             }
+            if claim.is_none() {
+                let now = tokio::time::Instant::now();
+                let held = match hold {
+                    Hold::None => false,
+                    Hold::Settle(at) | Hold::Failed(at) | Hold::Idle(at) => now < at,
+                };
+                if !held {
+                    hold = Hold::None;
+                    let free = d.semaphore.available_permits();
+                    let target = buffer_target(
+                        d.concurrency,
+                        max_buffer,
+                        avg_job_us.load(Ordering::Relaxed),
+                    );
+                    // Refill once half the buffer is gone (jobs were just
+                    // started for every free permit, so a non-empty buffer
+                    // means no permit is free): claims stay large when
+                    // jobs are short, and barely anything waits when they
+                    // are long. What is claimed for free permits starts at
+                    // once, so at most `target <= max_buffer` jobs wait.
+                    let low = buffer.len() * 2 <= target;
+                    let want = (target + free).saturating_sub(buffer.len()).min(d.batch);
+                    if low && want > 0 && buffer.bytes < MAX_BUFFER_BYTES {
+                        claim = Some(Box::pin(claim_once(
+                            d.pool.clone(),
+                            d.plane.clone(),
+                            d.queue.clone(),
+                            want,
+                            frontier.take().expect("one claim at a time"),
+                            d.instance_id,
+                        )));
+                    }
+                }
+            }
+        }
+
+        let hold_until = match hold {
+            Hold::None => None,
+            Hold::Settle(at) | Hold::Idle(at) | Hold::Failed(at) => Some(at),
         };
-        let got = jobs.len();
-        d.stats.claimed.fetch_add(got as u64, Ordering::Relaxed);
-        for job in jobs {
-            spawn_job(&mut d, job);
-        }
-        if got > 0 {
-            // Work is flowing: claim again at once (an idle claim is cheap:
-            // it returns before assigning a transaction id).
-            settle = SETTLE_FIRST;
-            continue;
-        }
-        if frontier.is_waiting() {
-            // The notification for this work has already come; the frontier
-            // just has not settled. Look again soon, backing off.
-            tokio::select! {
-                _ = tokio::time::sleep(settle) => {}
-                _ = stop.changed() => {}
-            }
-            settle = (settle * 2).min(SETTLE_MAX);
-            continue;
-        }
-        settle = SETTLE_FIRST;
+        let idle = matches!(hold, Hold::Idle(_));
         tokio::select! {
-            _ = d.wake.notified() => {}
-            _ = tokio::time::sleep(d.poll_interval) => {}
-            _ = stop.changed() => {}
+            Some((back, result)) = async {
+                match claim.as_mut() {
+                    Some(c) => Some(c.await),
+                    None => None,
+                }
+            }, if claim.is_some() => {
+                claim = None;
+                frontier = Some(back);
+                d.stats.claim_calls.fetch_add(1, Ordering::Relaxed);
+                match result {
+                    Ok(jobs) => {
+                        let got = jobs.len();
+                        d.stats.claimed.fetch_add(got as u64, Ordering::Relaxed);
+                        if got == 0 {
+                            d.stats.empty_claims.fetch_add(1, Ordering::Relaxed);
+                        }
+                        {
+                            // Registered before anything else can look, so
+                            // heartbeats and shutdown see buffered jobs too.
+                            let now = std::time::Instant::now();
+                            let mut map = d.in_flight.lock().expect("in-flight lock");
+                            for job in &jobs {
+                                map.insert(job.token, super::Running {
+                                    abort: None,
+                                    since: now,
+                                    lost: Arc::new(AtomicBool::new(false)),
+                                });
+                            }
+                        }
+                        for job in jobs {
+                            buffer.push(job);
+                        }
+                        if got > 0 {
+                            // Work is flowing: claim again when the buffer
+                            // runs low (an idle claim is cheap: it returns
+                            // before assigning a transaction id).
+                            settle = SETTLE_FIRST;
+                        } else if frontier.as_ref().is_some_and(Frontier::is_waiting) {
+                            // The notification for this work has already
+                            // come; the frontier just has not settled. Look
+                            // again soon, backing off.
+                            hold = Hold::Settle(tokio::time::Instant::now() + settle);
+                            settle = (settle * 2).min(SETTLE_MAX);
+                        } else {
+                            settle = SETTLE_FIRST;
+                            hold = Hold::Idle(tokio::time::Instant::now() + d.poll_interval);
+                        }
+                    }
+                    Err(err) => {
+                        tracing::error!(queue = %d.queue, error = %err,
+                            "claim failed; retrying after the poll interval");
+                        hold = Hold::Failed(tokio::time::Instant::now() + d.poll_interval);
+                    }
+                }
+            }
+            permit = d.semaphore.clone().acquire_owned(), if !buffer.is_empty() && !stopping => {
+                if let (Ok(permit), Some(job)) = (permit, buffer.pop()) {
+                    start_job(&d, job, permit, &avg_job_us);
+                }
+            }
+            _ = d.wake.notified(), if idle && !stopping => hold = Hold::None,
+            _ = tokio::time::sleep_until(hold_until.unwrap_or_else(tokio::time::Instant::now)),
+                if hold_until.is_some() && !stopping => hold = Hold::None,
+            _ = stop.changed(), if !stopping => {}
         }
     }
 }
 
-fn spawn_job(d: &mut Dispatcher, job: awa_core::ClaimedJob) {
-    let permit = d
-        .semaphore
-        .clone()
-        .try_acquire_owned()
-        .expect("claimed no more jobs than free permits");
+async fn claim_once(
+    pool: sqlx::PgPool,
+    plane: Arc<PgExecPlane>,
+    queue: QueueName,
+    want: usize,
+    mut frontier: Frontier,
+    instance_id: uuid::Uuid,
+) -> ClaimResult {
+    let result = async {
+        let mut conn = pool.acquire().await?;
+        plane
+            .claim(
+                &mut conn,
+                &queue,
+                i32::try_from(want).unwrap_or(i32::MAX),
+                &mut frontier,
+                Some(instance_id),
+            )
+            .await
+    }
+    .await;
+    (frontier, result)
+}
+
+/// Hand every buffered job back as `release` (the attempt does not count).
+/// Only jobs still in the in-flight map are ours to release.
+fn release_buffer(d: &Dispatcher, buffer: &mut Buffer) {
+    if buffer.is_empty() {
+        return;
+    }
+    let mut released = 0;
+    let mut map = d.in_flight.lock().expect("in-flight lock");
+    while let Some(job) = buffer.pop() {
+        if map.remove(&job.token).is_some() {
+            let _ = d.done.send((job.token, Finish::Release));
+            released += 1;
+        }
+    }
+    tracing::debug!(queue = %d.queue, jobs = released, "released buffered jobs");
+}
+
+fn start_job(
+    d: &Dispatcher,
+    job: awa_core::ClaimedJob,
+    permit: tokio::sync::OwnedSemaphorePermit,
+    avg_job_us: &Arc<AtomicU64>,
+) {
     let token = job.token;
     let handler = d
         .handlers
         .get(&job.kind)
         .or_else(|| d.handlers.get(""))
         .cloned();
-    let lost = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    // The entry was made when the job was claimed; it is gone if shutdown
+    // already released the job, and its flag is set if a heartbeat found
+    // the attempt cancelled or rescued while it waited: then do not run it.
+    let mut guard = d.in_flight.lock().expect("in-flight lock");
+    let Some(entry) = guard.get_mut(&token) else {
+        return;
+    };
+    if entry.lost.load(Ordering::Relaxed) {
+        guard.remove(&token);
+        tracing::debug!(job_id = %token.job_id, run_lease = %token.run_lease,
+            "buffered attempt is no longer ours; not running it");
+        return;
+    }
+    let lost = entry.lost.clone();
     let ctx = JobContext {
         job,
         pool: d.pool.clone(),
         plane: d.plane.clone(),
         shutdown: d.stop.clone(),
-        lost: lost.clone(),
+        lost,
     };
     let done = d.done.clone();
-    let in_flight = d.in_flight.clone();
-    // The map entry must exist before the job can finish, so insert under
-    // the lock and spawn while holding it.
-    let mut guard = in_flight.lock().expect("in-flight lock");
+    let avg = avg_job_us.clone();
+    // The map entry must hold the task before the job can finish, so spawn
+    // while holding the lock.
     let task = tokio::spawn({
         let in_flight = d.in_flight.clone();
         async move {
             let kind = ctx.job.kind.clone();
+            let began = std::time::Instant::now();
             let result = match handler {
                 Some(h) => {
                     // A panicking handler must not lose the job: run it in
@@ -144,6 +373,7 @@ fn spawn_job(d: &mut Dispatcher, job: awa_core::ClaimedJob) {
                     "no handler is registered for job kind {kind:?}"
                 ))),
             };
+            record_duration(&avg, began.elapsed());
             let finish = match result {
                 Ok(Outcome::Complete) => Finish::Complete,
                 Ok(Outcome::Snooze(delay)) => Finish::Snooze { delay },
@@ -166,14 +396,21 @@ fn spawn_job(d: &mut Dispatcher, job: awa_core::ClaimedJob) {
             drop(permit);
         }
     });
-    guard.insert(
-        token,
-        super::Running {
-            abort: task.abort_handle(),
-            since: std::time::Instant::now(),
-            lost,
-        },
-    );
+    entry.abort = Some(task.abort_handle());
+}
+
+/// Fold one job's run time into the running average (at least 1 µs, so a
+/// measured average is never mistaken for "nothing measured yet").
+fn record_duration(avg: &AtomicU64, took: Duration) {
+    let x = u64::try_from(took.as_micros()).unwrap_or(u64::MAX).max(1);
+    let _ = avg.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |old| {
+        Some(if old == 0 {
+            x
+        } else {
+            let next = old as i128 + ((x as i128 - old as i128) >> DURATION_WEIGHT_SHIFT);
+            u64::try_from(next.max(1)).unwrap_or(u64::MAX)
+        })
+    });
 }
 
 /// Wake dispatchers when `awa_ready` names their queue. Notifications are

@@ -1,11 +1,14 @@
 //! The worker runtime: claims jobs of its queues, runs the registered
 //! handler for each, and finishes every attempt through the guarded path.
 //!
-//! One dispatcher task per queue claims in batches sized to its free
-//! concurrency; one completer task batches results; one listener task turns
+//! One dispatcher task per queue claims ahead into a small bounded buffer
+//! (claims sized by the work, not by the permits free this instant) and
+//! starts a buffered job as each permit frees; one completer task batches
+//! results; one listener task turns
 //! `awa_ready` notifications into wake-ups, with polling as the fallback.
 //! Shutdown stops claiming, lets in-flight jobs finish within a grace
-//! period, then releases the rest so they run again: never lost.
+//! period, releases buffered (claimed, not started) jobs at once and the
+//! rest at the deadline, so they run again: never lost.
 
 mod completer;
 mod dispatcher;
@@ -100,6 +103,10 @@ impl WorkerConfig {
 /// Counters of what a worker did.
 #[derive(Debug, Default)]
 pub struct Stats {
+    /// Claim round trips (including those that found nothing).
+    pub claim_calls: AtomicU64,
+    /// Claim round trips that took nothing (idle, or frontier not settled).
+    pub empty_claims: AtomicU64,
     pub claimed: AtomicU64,
     pub completed: AtomicU64,
     pub retried: AtomicU64,
@@ -131,6 +138,8 @@ impl Stats {
     pub fn snapshot(&self) -> StatsSnapshot {
         let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
         StatsSnapshot {
+            claim_calls: get(&self.claim_calls),
+            empty_claims: get(&self.empty_claims),
             claimed: get(&self.claimed),
             completed: get(&self.completed),
             retried: get(&self.retried),
@@ -148,6 +157,8 @@ impl Stats {
 /// A copy of the counters.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
 pub struct StatsSnapshot {
+    pub claim_calls: u64,
+    pub empty_claims: u64,
     pub claimed: u64,
     pub completed: u64,
     pub retried: u64,
@@ -177,15 +188,18 @@ impl std::fmt::Debug for Worker {
     }
 }
 
-/// Attempts in flight, so shutdown can release what did not finish. The
-/// entry is removed by whoever finishes the attempt, so each attempt is
-/// finished exactly once by this worker.
+/// Attempts this worker holds open, running or buffered (claimed, not yet
+/// started), so heartbeats keep them alive and shutdown can release what
+/// did not finish. The entry is removed by whoever finishes the attempt, so
+/// each attempt is finished exactly once by this worker.
 pub(crate) type InFlight = Arc<std::sync::Mutex<HashMap<AttemptToken, Running>>>;
 
 /// One attempt this worker is running.
 #[derive(Debug)]
 pub(crate) struct Running {
-    pub abort: tokio::task::AbortHandle,
+    /// The job's task; none while the job waits in a dispatcher's buffer.
+    pub abort: Option<tokio::task::AbortHandle>,
+    /// When it was claimed: rescue counts staleness from the claim.
     pub since: std::time::Instant,
     /// Set when a heartbeat finds the attempt is no longer ours.
     pub lost: Arc<std::sync::atomic::AtomicBool>,
@@ -253,6 +267,7 @@ impl Worker {
                 plane: plane.clone(),
                 queue: queue.clone(),
                 semaphore,
+                concurrency: *concurrency,
                 batch: self.config.claim_batch,
                 poll_interval: self.config.poll_interval,
                 instance_id: self.config.instance_id,
@@ -301,16 +316,25 @@ impl Worker {
         .await
         .is_ok();
         heartbeats.abort();
-        if !drained {
-            let left: Vec<_> = in_flight.lock().expect("in-flight lock").drain().collect();
-            tracing::warn!(
-                jobs = left.len(),
-                "grace period over; releasing unfinished jobs"
-            );
-            for (token, running) in left {
-                running.abort.abort();
-                let _ = done_tx.send((token, Finish::Release));
+        // Whatever is still held: running jobs past the grace period, and
+        // the buffer of a dispatcher abandoned at the deadline (a stopping
+        // dispatcher releases its own buffer at once).
+        let left: Vec<_> = in_flight.lock().expect("in-flight lock").drain().collect();
+        if !left.is_empty() {
+            if drained {
+                tracing::warn!(jobs = left.len(), "releasing buffered jobs");
+            } else {
+                tracing::warn!(
+                    jobs = left.len(),
+                    "grace period over; releasing unfinished jobs"
+                );
             }
+        }
+        for (token, running) in left {
+            if let Some(abort) = running.abort {
+                abort.abort();
+            }
+            let _ = done_tx.send((token, Finish::Release));
         }
         drop(done_tx);
         let record_over = tokio::time::Instant::now().max(grace_over) + RECORD_GRACE;
