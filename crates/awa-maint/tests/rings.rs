@@ -10,7 +10,7 @@ use sqlx::{Connection, PgConnection, PgPool};
 use std::time::Duration;
 
 mod common;
-use common::{claim_all, schema, setup};
+use common::{claim_all, enqueue_jobs, finish_batch, schema, setup};
 
 const LOCK_TIMEOUT: Duration = Duration::from_millis(100);
 
@@ -28,11 +28,7 @@ async fn enqueue(pool: &PgPool, q: &str, n: usize) {
             )
         })
         .collect();
-    let mut conn = pool.acquire().await.unwrap();
-    PgReadyPlane::new(schema())
-        .enqueue(&mut conn, &jobs)
-        .await
-        .unwrap();
+    enqueue_jobs(pool, &jobs).await;
 }
 
 async fn claim(pool: &PgPool, q: &str, n: usize) -> Vec<ClaimedJob> {
@@ -41,11 +37,7 @@ async fn claim(pool: &PgPool, q: &str, n: usize) -> Vec<ClaimedJob> {
 
 async fn complete(pool: &PgPool, jobs: &[ClaimedJob]) {
     let batch: Vec<_> = jobs.iter().map(|j| (j.token, Finish::Complete)).collect();
-    let mut conn = pool.acquire().await.unwrap();
-    let done = PgExecPlane::new(schema())
-        .finish(&mut conn, &batch)
-        .await
-        .unwrap();
+    let done = finish_batch(pool, &batch).await;
     assert!(done.iter().all(|f| f.accepted));
 }
 

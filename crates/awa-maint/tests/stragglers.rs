@@ -6,12 +6,11 @@ use awa_control::rings::{PgRings, PruneOutcome, Ring, RotateOutcome};
 use awa_core::{ClaimedJob, JobId, NewJob, QueueName};
 use awa_exec::{ExecPlane, Finish, PgExecPlane, Progress};
 use awa_history::{HistoryPlane, PgHistoryPlane};
-use awa_ready::{PgReadyPlane, ReadyPlane};
 use sqlx::{Connection, PgPool};
 use std::time::Duration;
 
 mod common;
-use common::{claim_all, schema, setup};
+use common::{claim_all, enqueue_jobs, finish_batch, schema, setup};
 
 const LOCK_TIMEOUT: Duration = Duration::from_millis(100);
 
@@ -29,23 +28,13 @@ async fn enqueue(pool: &PgPool, q: &str, n: usize) -> Vec<JobId> {
             )
         })
         .collect();
-    let mut conn = pool.acquire().await.unwrap();
-    PgReadyPlane::new(schema())
-        .enqueue(&mut conn, &jobs)
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|e| e.job_id)
-        .collect()
+    enqueue_jobs(pool, &jobs).await
 }
 
 async fn finish(pool: &PgPool, jobs: &[ClaimedJob], how: Finish) -> Vec<bool> {
     let batch: Vec<_> = jobs.iter().map(|j| (j.token, how.clone())).collect();
-    let mut conn = pool.acquire().await.unwrap();
-    PgExecPlane::new(schema())
-        .finish(&mut conn, &batch)
+    finish_batch(pool, &batch)
         .await
-        .unwrap()
         .into_iter()
         .map(|f| f.accepted)
         .collect()

@@ -194,17 +194,10 @@ async fn graceful_shutdown_releases_unfinished_jobs_so_they_run_again() {
 }
 
 async fn enqueue_noops(pool: &sqlx::PgPool, q: &QueueName, kind: &str, n: usize) -> Vec<JobId> {
-    let mut conn = pool.acquire().await.unwrap();
     let jobs: Vec<NewJob> = (0..n)
         .map(|i| NewJob::new(q.clone(), kind, serde_json::json!({ "i": i })))
         .collect();
-    PgReadyPlane::new(schema())
-        .enqueue(&mut conn, &jobs)
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|e| e.job_id)
-        .collect()
+    common::enqueue_jobs(pool, &jobs).await
 }
 
 /// Poll `cond` every 10 ms until it holds, failing after `within`.

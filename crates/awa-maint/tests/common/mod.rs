@@ -2,13 +2,36 @@
 
 #![allow(dead_code)] // each test binary uses its own subset
 
-use awa_core::{ClaimedJob, QueueName, SchemaName};
-use awa_exec::{ExecPlane, Frontier, PgExecPlane};
+use awa_core::{AttemptToken, ClaimedJob, JobId, NewJob, QueueName, SchemaName};
+use awa_exec::{ExecPlane, Finish, Finished, Frontier, PgExecPlane};
+use awa_ready::{PgReadyPlane, ReadyPlane};
 use sqlx::PgPool;
 use std::time::Duration;
 
 pub fn schema() -> SchemaName {
     SchemaName::default_schema()
+}
+
+/// Enqueue `jobs` in one call on a pooled connection; their ids (the owner's
+/// id where a unique key was taken), in input order.
+pub async fn enqueue_jobs(pool: &PgPool, jobs: &[NewJob]) -> Vec<JobId> {
+    let mut conn = pool.acquire().await.unwrap();
+    PgReadyPlane::new(schema())
+        .enqueue(&mut conn, jobs)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|e| e.job_id)
+        .collect()
+}
+
+/// Finish a batch in one guarded call on a pooled connection.
+pub async fn finish_batch(pool: &PgPool, batch: &[(AttemptToken, Finish)]) -> Vec<Finished> {
+    let mut conn = pool.acquire().await.unwrap();
+    PgExecPlane::new(schema())
+        .finish(&mut conn, batch)
+        .await
+        .unwrap()
 }
 
 /// A fresh migrated database and a pool on it.
