@@ -538,14 +538,17 @@ impl Pg {
             )?;
         }
         let slot_rows: BTreeMap<(Ring, usize), usize> = sqlx::query(
-            "SELECT ring, slot, count(*) AS n FROM (
-                 SELECT 'queue' AS ring, slot FROM prop.ready_entries
-                 UNION ALL SELECT 'queue', slot FROM prop.ready_tombstones
-                 UNION ALL SELECT 'queue', slot FROM prop.done_entries
-                 UNION ALL SELECT 'queue', slot FROM prop.count_deltas
-                 UNION ALL SELECT 'claim', slot FROM prop.claim_receipts
-                 UNION ALL SELECT 'claim', slot FROM prop.claim_closures
-                 UNION ALL SELECT 'lease', slot FROM prop.leases) r
+            // Batch rows count once per job they list (the model's
+            // per-job evidence).
+            "SELECT ring, slot, sum(n)::bigint AS n FROM (
+                 SELECT 'queue' AS ring, slot, 1 AS n FROM prop.ready_entries
+                 UNION ALL SELECT 'queue', slot, 1 FROM prop.ready_tombstones
+                 UNION ALL SELECT 'queue', slot, 1 FROM prop.done_entries
+                 UNION ALL SELECT 'queue', slot, cardinality(job_ids) FROM prop.done_batches
+                 UNION ALL SELECT 'queue', slot, 1 FROM prop.count_deltas
+                 UNION ALL SELECT 'claim', slot, cardinality(job_ids) FROM prop.claim_batches
+                 UNION ALL SELECT 'claim', slot, cardinality(items) FROM prop.claim_closures
+                 UNION ALL SELECT 'lease', slot, 1 FROM prop.leases) r
              GROUP BY ring, slot",
         )
         .fetch_all(&mut *conn)
