@@ -55,7 +55,7 @@ CREATE OR REPLACE FUNCTION {schema}.finish_pass(
     p_delays      interval[],
     p_errors      text[]
 ) RETURNS TABLE (job_id bigint, run_lease bigint, accepted boolean, next_state text, contended boolean)
-LANGUAGE plpgsql AS $fn$
+LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $fn$
 #variable_conflict use_column
 BEGIN
     IF EXISTS (SELECT 1 FROM unnest(p_outcomes) o
@@ -79,7 +79,7 @@ BEGIN
         -- lookups are LATERAL so they stay index probes per batch whatever
         -- the planner thinks of the (unknown) batch count.
         SELECT b.slot, b.batch_id, b.queue, b.job_ids, b.run_leases, b.attempts,
-               b.ready_slots, b.ready_seqs, ch.last_link, ch.closed
+               b.ready_slots, b.ready_seqs, b.keyed, ch.last_link, ch.closed
           FROM (SELECT DISTINCT i.claim_slot, i.batch_id FROM input i) k
          CROSS JOIN LATERAL (
                 SELECT b.* FROM {schema}.claim_batches b
@@ -91,26 +91,45 @@ BEGIN
                   FROM {schema}.claim_closures c
                  WHERE c.slot = b.slot AND c.batch_id = b.batch_id) ch
     ),
-    live_batch AS (
-        SELECT i.*, 'batch'::text AS src, b.queue, b.attempts[i.item] AS attempt,
+    probe AS (
+        -- Each input against its batch: open = the item still names this
+        -- attempt and no link lists it.
+        SELECT i.*, b.queue, b.attempts[i.item] AS attempt,
                b.ready_slots[i.item] AS hist_slot, b.ready_seqs[i.item] AS hist_seq,
+               coalesce(b.job_ids[i.item] = i.job_id AND b.run_leases[i.item] = i.run_lease
+                        AND NOT (i.item = ANY (b.closed)), false) AS open,
+               -- The body is read only when the outcome needs it: a retry
+               -- or a failure copies it, a keyed job releases its key. A
+               -- plain completion leaves it where it is, unread.
+               (i.outcome <> 'complete' OR coalesce(i.item = ANY (b.keyed), false)) AS needs_body
+          FROM input i
+          LEFT JOIN batches b ON b.slot = i.claim_slot AND b.batch_id = i.batch_id
+    ),
+    live_batch AS (
+        SELECT p.job_id, p.run_lease, p.claim_slot, p.batch_id, p.item, p.outcome, p.delay,
+               p.error, p.ord, 'batch'::text AS src, p.queue, p.attempt, p.hist_slot, p.hist_seq,
                NULL::jsonb AS hist_body,
                e.kind, e.args, e.priority, e.max_attempts, e.created_at, e.unique_key, e.metadata,
                coalesce(m.dlq_enabled, false) AS dlq
-          FROM input i
-          JOIN batches b ON b.slot = i.claim_slot AND b.batch_id = i.batch_id
-         CROSS JOIN LATERAL (
+          FROM probe p
+          LEFT JOIN LATERAL (
                 SELECT e.* FROM {schema}.ready_entries e
-                 WHERE e.slot = b.ready_slots[i.item] AND e.job_id = i.job_id
-                   AND e.lane_seq = b.ready_seqs[i.item]
-                 LIMIT 1) e
-          LEFT JOIN awa.queue_meta m ON m.queue = b.queue
-         WHERE b.job_ids[i.item] = i.job_id AND b.run_leases[i.item] = i.run_lease
-           AND NOT (i.item = ANY (b.closed))
+                 WHERE p.needs_body AND e.slot = p.hist_slot AND e.job_id = p.job_id
+                   AND e.lane_seq = p.hist_seq
+                 LIMIT 1) e ON true
+          LEFT JOIN LATERAL (
+                SELECT m.dlq_enabled FROM awa.queue_meta m
+                 WHERE p.outcome <> 'complete' AND m.queue = p.queue) m ON true
+         WHERE p.open
+           -- A body that is needed is there (the slot is live while the
+           -- item is open); without it the item is not finished.
+           AND (NOT p.needs_body OR e.job_id IS NOT NULL)
     ),
     live_parked AS (
-        -- Usually empty: one index probe per attempt on a small table.
-        SELECT i.*, 'parked'::text AS src, p.queue, p.attempt,
+        -- Only an item closed in its batch can be parked: one index probe
+        -- each on a small table, none on the hot path.
+        SELECT i.job_id, i.run_lease, i.claim_slot, i.batch_id, i.item, i.outcome, i.delay,
+               i.error, i.ord, 'parked'::text AS src, p.queue, p.attempt,
                (SELECT g.slot FROM {schema}.ring_ledger g
                  WHERE g.ring = 'queue' ORDER BY g.generation DESC LIMIT 1) AS hist_slot,
                NULL::bigint AS hist_seq,
@@ -119,9 +138,10 @@ BEGIN
                                   'metadata', p.metadata) AS hist_body,
                p.kind, p.args, p.priority, p.max_attempts, p.created_at, p.unique_key, p.metadata,
                coalesce(m.dlq_enabled, false) AS dlq
-          FROM input i
+          FROM probe i
           JOIN {schema}.parked_attempts p ON p.job_id = i.job_id AND p.run_lease = i.run_lease
           LEFT JOIN awa.queue_meta m ON m.queue = p.queue
+         WHERE NOT i.open
     ),
     decided AS (
         SELECT l.*,

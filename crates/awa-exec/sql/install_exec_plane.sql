@@ -36,6 +36,9 @@ BEGIN
             attempts    integer[]   NOT NULL,
             ready_slots integer[]   NOT NULL,  -- where each body lives
             ready_seqs  bigint[]    NOT NULL,
+            -- Items whose job holds a unique key (NULL: none). Completing
+            -- any other item needs nothing from its body.
+            keyed       integer[],
             PRIMARY KEY (slot, batch_id)
         ) PARTITION BY LIST (slot)$ddl$, p_schema);
     EXECUTE format($ddl$

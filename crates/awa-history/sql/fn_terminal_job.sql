@@ -12,8 +12,10 @@ RETURNS SETOF {schema}.terminal_jobs LANGUAGE sql STABLE AS $fn$
            coalesce(r.created_at, (d.body ->> 'created_at')::timestamptz), d.finalized_at,
            d.last_error, coalesce(r.metadata, d.body -> 'metadata'), d.slot
       FROM {schema}.done_entries d
-      LEFT JOIN {schema}.ready_entries r
-        ON r.slot = d.slot AND r.job_id = d.job_id AND r.lane_seq = d.ready_seq
+      LEFT JOIN LATERAL (
+            SELECT r.* FROM {schema}.ready_entries r
+             WHERE r.slot = d.slot AND r.job_id = d.job_id AND r.lane_seq = d.ready_seq
+             LIMIT 1) r ON true
      WHERE d.job_id = p_job_id
        AND NOT EXISTS (SELECT 1 FROM {schema}.ring_retirements x
                         WHERE x.ring = 'queue' AND x.slot = d.slot)
@@ -24,8 +26,10 @@ RETURNS SETOF {schema}.terminal_jobs LANGUAGE sql STABLE AS $fn$
       FROM {schema}.done_batches b
      CROSS JOIN LATERAL unnest(b.job_ids, b.run_leases, b.attempts, b.ready_seqs)
            AS u(job_id, run_lease, attempt, ready_seq)
-      LEFT JOIN {schema}.ready_entries r
-        ON r.slot = b.slot AND r.job_id = u.job_id AND r.lane_seq = u.ready_seq
+      LEFT JOIN LATERAL (
+            SELECT r.* FROM {schema}.ready_entries r
+             WHERE r.slot = b.slot AND r.job_id = u.job_id AND r.lane_seq = u.ready_seq
+             LIMIT 1) r ON true
      WHERE int8range(b.lo_job_id, b.hi_job_id, '[]') @> p_job_id
        AND u.job_id = p_job_id
        AND NOT EXISTS (SELECT 1 FROM {schema}.ring_retirements x

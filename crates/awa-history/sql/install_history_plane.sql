@@ -115,8 +115,13 @@ BEGIN
                coalesce(r.metadata, d.body -> 'metadata')              AS metadata,
                d.slot                                                  AS ring_slot
           FROM %1$I.done_entries d
-          LEFT JOIN %1$I.ready_entries r
-            ON r.slot = d.slot AND r.job_id = d.job_id AND r.lane_seq = d.ready_seq
+          -- LATERAL + LIMIT: one index probe per fact, whatever filters
+          -- a caller puts on the view (they cannot be pushed inside and
+          -- turn the join into a scan of every entry per batch).
+          LEFT JOIN LATERAL (
+                SELECT r.* FROM %1$I.ready_entries r
+                 WHERE r.slot = d.slot AND r.job_id = d.job_id AND r.lane_seq = d.ready_seq
+                 LIMIT 1) r ON true
          -- A retired slot is gone for every snapshot that sees its marker.
          WHERE NOT EXISTS (SELECT 1 FROM %1$I.ring_retirements x
                             WHERE x.ring = 'queue' AND x.slot = d.slot)
@@ -127,8 +132,10 @@ BEGIN
           FROM %1$I.done_batches b
          CROSS JOIN LATERAL unnest(b.job_ids, b.run_leases, b.attempts, b.ready_seqs)
                AS u(job_id, run_lease, attempt, ready_seq)
-          LEFT JOIN %1$I.ready_entries r
-            ON r.slot = b.slot AND r.job_id = u.job_id AND r.lane_seq = u.ready_seq
+          LEFT JOIN LATERAL (
+                SELECT r.* FROM %1$I.ready_entries r
+                 WHERE r.slot = b.slot AND r.job_id = u.job_id AND r.lane_seq = u.ready_seq
+                 LIMIT 1) r ON true
          WHERE NOT EXISTS (SELECT 1 FROM %1$I.ring_retirements x
                             WHERE x.ring = 'queue' AND x.slot = b.slot)
     $ddl$, p_schema);

@@ -26,7 +26,11 @@ SELECT u.job_id, b.queue, e.kind, e.args, e.priority, 'running', u.attempt, e.ma
   FROM {schema}.claim_batches b
  CROSS JOIN LATERAL unnest(b.job_ids, b.run_leases, b.attempts, b.ready_slots, b.ready_seqs)
        WITH ORDINALITY AS u(job_id, run_lease, attempt, ready_slot, ready_seq, item)
-  JOIN {schema}.ready_entries e ON e.slot = u.ready_slot AND e.job_id = u.job_id AND e.lane_seq = u.ready_seq
+  -- LATERAL + LIMIT: one index probe per item, whatever filters a caller adds.
+ CROSS JOIN LATERAL (
+        SELECT e.* FROM {schema}.ready_entries e
+         WHERE e.slot = u.ready_slot AND e.job_id = u.job_id AND e.lane_seq = u.ready_seq
+         LIMIT 1) e
  -- A batch whose last link closed it is skipped with one probe.
  WHERE NOT EXISTS (SELECT 1 FROM {schema}.claim_closures c
                     WHERE c.slot = b.slot AND c.batch_id = b.batch_id AND c.open_after = 0)

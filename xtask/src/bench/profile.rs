@@ -45,7 +45,7 @@ const CLAIM_128: &str = "SELECT * FROM awa.claim('q', 128, NULL, NULL, NULL)";
 
 fn claim_into(table: &str) -> String {
     format!(
-        "CREATE TEMP TABLE {table} AS SELECT job_id, run_lease, claim_slot \
+        "CREATE TEMP TABLE {table} AS SELECT job_id, run_lease, claim_slot, batch_id, item \
          FROM awa.claim('q', 128, NULL, NULL, NULL) WHERE job_id IS NOT NULL;\n"
     )
 }
@@ -54,6 +54,7 @@ fn finish_from(table: &str) -> String {
     format!(
         "SELECT * FROM awa.finish(ARRAY(SELECT job_id FROM {table}), \
          ARRAY(SELECT run_lease FROM {table}), ARRAY(SELECT claim_slot FROM {table}), \
+         ARRAY(SELECT batch_id FROM {table}), ARRAY(SELECT item FROM {table}), \
          ARRAY(SELECT 'complete'::text FROM {table}), ARRAY(SELECT NULL::interval FROM {table}), \
          ARRAY(SELECT NULL::text FROM {table}))"
     )
@@ -196,7 +197,7 @@ pub async fn run(ctx: &Ctx) -> Result<BTreeMap<String, String>, BoxError> {
         for size in FINISH_SIZES {
             let t = format!("f{round}_{size}");
             by_size.push_str(&format!(
-                "CREATE TEMP TABLE {t} AS SELECT job_id, run_lease, claim_slot \
+                "CREATE TEMP TABLE {t} AS SELECT job_id, run_lease, claim_slot, batch_id, item \
                  FROM awa.claim('q', {size}, NULL, NULL, NULL) WHERE job_id IS NOT NULL;\n\
                  \\echo finish {size}\n\\timing on\nSELECT count(*) FROM ({}) w;\n\\timing off\n",
                 finish_from(&t)
