@@ -123,7 +123,7 @@ pub struct PrepareArgs {
     /// Slots in the lease ring.
     #[arg(long, default_value_t = 8, allow_negative_numbers = true)]
     pub lease_slot_count: i64,
-    /// Slots in the claim ring (receipts and closures).
+    /// Slots in the claim ring (claim batches and closure links).
     #[arg(long, default_value_t = 8, allow_negative_numbers = true)]
     pub claim_slot_count: i64,
     /// Drop and re-create the schema first. Refused for `awa` and for a

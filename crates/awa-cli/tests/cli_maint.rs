@@ -213,7 +213,7 @@ async fn a_hundred_thousand_jobs_through_rotation_complete_once_and_history_is_p
         "history to be pruned",
         Duration::from_secs(60),
         async || {
-            let n: i64 = sqlx::query_scalar("SELECT count(*) FROM awa.done_entries")
+            let n: i64 = sqlx::query_scalar("SELECT count(*) FROM (SELECT job_id, queue, state FROM awa.done_entries UNION ALL SELECT u.job_id, b.queue, 'completed' FROM awa.done_batches b, unnest(b.job_ids) AS u(job_id)) d")
                 .fetch_one(&pool)
                 .await
                 .unwrap();

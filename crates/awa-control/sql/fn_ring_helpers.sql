@@ -24,8 +24,8 @@ $fn$;
 CREATE OR REPLACE FUNCTION {schema}.ring_families(p_ring text)
 RETURNS text[] LANGUAGE sql IMMUTABLE AS $fn$
     SELECT CASE p_ring
-        WHEN 'queue' THEN ARRAY['ready_entries', 'ready_tombstones', 'done_entries', 'count_deltas']
-        WHEN 'claim' THEN ARRAY['claim_receipts', 'claim_closures']
+        WHEN 'queue' THEN ARRAY['ready_entries', 'ready_tombstones', 'done_entries', 'done_batches', 'count_deltas']
+        WHEN 'claim' THEN ARRAY['claim_batches', 'claim_closures']
         WHEN 'lease' THEN ARRAY['leases']
     END
 $fn$;
@@ -99,6 +99,7 @@ BEGIN
                     WHERE e.slot = p_slot AND (e.ready_at >= v_since OR e.lane_seq <= h.head_seq))
         OR EXISTS (SELECT 1 FROM {schema}.ready_tombstones t WHERE t.slot = p_slot)
         OR EXISTS (SELECT 1 FROM {schema}.done_entries d WHERE d.slot = p_slot)
+        OR EXISTS (SELECT 1 FROM {schema}.done_batches d WHERE d.slot = p_slot)
         OR EXISTS (SELECT 1 FROM {schema}.count_deltas c WHERE c.slot = p_slot);
 END
 $fn$;

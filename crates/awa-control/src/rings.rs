@@ -13,7 +13,7 @@ use std::time::Duration;
 pub enum Ring {
     /// Ready entries, tombstones, terminal facts and count deltas.
     Queue,
-    /// Claim receipts and closures.
+    /// Claim batches and closure links.
     Claim,
     /// Leases of long-running attempts.
     Lease,

@@ -40,8 +40,12 @@ impl NewJob {
 pub struct AttemptToken {
     pub job_id: JobId,
     pub run_lease: RunLease,
-    /// Claim-ring slot holding the receipt.
+    /// Claim-ring slot holding the claim batch.
     pub claim_slot: i32,
+    /// The claim batch (one per claim call) and this attempt's item in it
+    /// (1-based): finishing goes straight to the item.
+    pub batch_id: i64,
+    pub item: i32,
     /// Queue-ring slot holding the body this attempt was claimed from.
     pub ready_slot: i32,
     pub ready_seq: i64,

@@ -1,2 +1,2 @@
 -- ExecPlane::heartbeat.
-SELECT {schema}.heartbeat($1, $2, $3, $4, $5, $6)
+SELECT {schema}.heartbeat($1, $2, $3, $4, $5, $6, $7, $8)

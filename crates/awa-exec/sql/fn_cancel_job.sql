@@ -39,22 +39,26 @@ BEGIN
         RETURN v_d.reason;
     END IF;
 
-    -- Running: its open receipt, or its parked row (exec_park moved it out
-    -- of the rings).
-    SELECT x.run_lease, x.slot INTO v_r
-      FROM (SELECT r.run_lease, r.slot
-              FROM {schema}.claim_receipts r
-             WHERE r.job_id = p_job_id
+    -- Running: its open batch item, or its parked row (exec_park moved it
+    -- out of the rings). Batches are not indexed by job: this scans the
+    -- batch rows of the claim ring (one per claim call), which an operator
+    -- command can afford and the hot path never does.
+    SELECT x.run_lease, x.slot, x.batch_id, x.item INTO v_r
+      FROM (SELECT u.run_lease, b.slot, b.batch_id, u.item::integer AS item
+              FROM {schema}.claim_batches b
+             CROSS JOIN LATERAL unnest(b.job_ids, b.run_leases) WITH ORDINALITY AS u(job_id, run_lease, item)
+             WHERE p_job_id = ANY (b.job_ids) AND u.job_id = p_job_id
                AND NOT EXISTS (SELECT 1 FROM {schema}.claim_closures c
-                                WHERE c.slot = r.slot AND c.job_id = r.job_id AND c.run_lease = r.run_lease)
+                                WHERE c.slot = b.slot AND c.batch_id = b.batch_id AND u.item = ANY (c.items))
             UNION ALL
-            SELECT p.run_lease, p.claim_slot
+            SELECT p.run_lease, p.claim_slot, p.batch_id, p.item
               FROM {schema}.parked_attempts p
              WHERE p.job_id = p_job_id) x
      ORDER BY x.run_lease DESC
      LIMIT 1;
     IF FOUND THEN
         PERFORM 1 FROM {schema}.finish(ARRAY[p_job_id], ARRAY[v_r.run_lease], ARRAY[v_r.slot],
+                                       ARRAY[v_r.batch_id], ARRAY[v_r.item],
                                        ARRAY['cancel'], ARRAY[NULL::interval], ARRAY['cancelled by operator'])
          WHERE accepted;
         IF FOUND THEN

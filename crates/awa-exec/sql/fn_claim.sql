@@ -1,8 +1,10 @@
 -- {schema}.claim(queue, limit, cand_seq, cand_xid, instance): claim up to
 -- `limit` jobs of a queue in one statement: take them from the ready plane
--- (which advances the lane heads) and write one receipt per job in the
--- current claim-ring slot. Each claim issues run_lease + 1 and counts the
--- attempt (the first run is attempt 1).
+-- (which advances the lane heads) and write ONE claim batch row for all of
+-- them in the current claim-ring slot (item i = the i-th job returned).
+-- Each claim issues run_lease + 1 and counts the attempt (the first run is
+-- attempt 1). The attempt token is (job_id, run_lease, claim_slot,
+-- batch_id, item): finishing goes straight to its item.
 --
 -- cand_seq/cand_xid: the frontier candidate returned by the previous
 -- call (NULL on the first); see ready_take. Every returned row carries the
@@ -20,7 +22,8 @@ CREATE OR REPLACE FUNCTION {schema}.claim(
     p_cand_xid  xid8,
     p_instance  uuid
 ) RETURNS TABLE (
-    job_id bigint, run_lease bigint, claim_slot integer, ready_slot integer, ready_seq bigint,
+    job_id bigint, run_lease bigint, claim_slot integer, batch_id bigint, item integer,
+    ready_slot integer, ready_seq bigint,
     kind text, args jsonb, priority smallint, attempt integer, max_attempts integer,
     created_at timestamptz, ready_at timestamptz, unique_key text, metadata jsonb,
     next_seq bigint, next_xid xid8, waiting boolean
@@ -34,7 +37,8 @@ BEGIN
     SELECT m.priority_aging_interval, m.paused INTO v_aging, v_paused
       FROM awa.queue_meta m WHERE m.queue = p_queue;
     IF coalesce(v_paused, false) THEN
-        RETURN QUERY SELECT NULL::bigint, NULL::bigint, NULL::integer, NULL::integer, NULL::bigint,
+        RETURN QUERY SELECT NULL::bigint, NULL::bigint, NULL::integer, NULL::bigint, NULL::integer,
+                            NULL::integer, NULL::bigint,
                             NULL::text, NULL::jsonb, NULL::smallint, NULL::integer, NULL::integer,
                             NULL::timestamptz, NULL::timestamptz, NULL::text, NULL::jsonb,
                             p_cand_seq, p_cand_xid, false;
@@ -48,21 +52,36 @@ BEGIN
      LIMIT 1;
 
     RETURN QUERY
-    WITH taken AS (
-        SELECT * FROM {schema}.ready_take(p_queue, p_limit, p_cand_seq, p_cand_xid, v_aging)
+    WITH taken AS MATERIALIZED (
+        SELECT t.*, row_number() OVER () AS ord
+          FROM {schema}.ready_take(p_queue, p_limit, p_cand_seq, p_cand_xid, v_aging) t
     ),
-    receipts AS (
-        INSERT INTO {schema}.claim_receipts
-            (slot, job_id, run_lease, queue, attempt, ready_slot, ready_seq, instance_id)
-        SELECT v_claim_slot, t.job_id, t.run_lease + 1, p_queue, t.attempt + 1,
-               t.slot, t.lane_seq, p_instance
+    items AS (
+        SELECT t.*, row_number() OVER (ORDER BY t.ord)::integer AS item
           FROM taken t
          WHERE t.job_id IS NOT NULL
+    ),
+    batch AS (
+        -- One row for the whole claim; nothing when nothing was taken.
+        INSERT INTO {schema}.claim_batches
+            (slot, batch_id, queue, instance_id, body_slots,
+             job_ids, run_leases, attempts, ready_slots, ready_seqs)
+        SELECT v_claim_slot, nextval('{schema}.claim_batch_seq'), p_queue, p_instance,
+               ARRAY(SELECT DISTINCT i2.slot FROM items i2),
+               array_agg(i.job_id ORDER BY i.item), array_agg(i.run_lease + 1 ORDER BY i.item),
+               array_agg(i.attempt + 1 ORDER BY i.item), array_agg(i.slot ORDER BY i.item),
+               array_agg(i.lane_seq ORDER BY i.item)
+          FROM items i
+        HAVING count(*) > 0
+        RETURNING batch_id
     )
-    SELECT t.job_id, t.run_lease + 1, v_claim_slot, t.slot, t.lane_seq,
+    SELECT t.job_id, t.run_lease + 1, v_claim_slot, b.batch_id, i.item, t.slot, t.lane_seq,
            t.kind, t.args, t.priority, t.attempt + 1, t.max_attempts,
            t.created_at, t.ready_at, t.unique_key, t.metadata,
            t.next_seq, t.next_xid, coalesce(t.frontier < t.next_seq, false)
-      FROM taken t;
+      FROM taken t
+      LEFT JOIN items i ON i.ord = t.ord
+      LEFT JOIN batch b ON t.job_id IS NOT NULL
+     ORDER BY t.ord;
 END
 $fn$;

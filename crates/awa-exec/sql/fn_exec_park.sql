@@ -3,104 +3,131 @@
 -- Called by ring_prune for the slot a ring must rotate onto next, so a job
 -- that runs for hours never stops reclamation.
 --
---   queue: open attempts whose body is in that queue slot
---   claim: open attempts whose receipt is in that claim slot
---   lease: open attempts whose lease is in that lease slot
+--   queue: open items whose body is in that queue slot
+--   claim: open items of the batches in that claim slot
+--   lease: open items whose lease is in that lease slot
 --
--- The move, per attempt, in this one transaction: insert the closure
--- (receipt slot, job_id, run_lease) with outcome 'parked', and, only for the
--- closures this call inserted, a parked_attempts row with the receipt, the
--- lease's heartbeat and callback, and the job's body. The closure's primary
--- key is the same arbiter finish uses, so parking and finishing exclude each
--- other: a finisher that closed the attempt first makes the park do nothing;
+-- The move, in this one transaction: per batch, insert the next closure
+-- link listing its items being parked (outcome 'parked'), exactly as
+-- finish does (same numbering, same primary key), and, only for the links
+-- this call inserted, a parked_attempts row per item with the batch item,
+-- the lease's heartbeat and callback, and the job's body. So parking and
+-- finishing exclude each other: a finisher that took the link number first
+-- makes this park of that batch do nothing (the next prune tries again);
 -- once parked, finish can only win by deleting the parked row (see finish).
 -- Either way the attempt has exactly one open piece of evidence at a time.
 --
--- The worker's token (job_id, run_lease, claim_slot) stays valid: finish and
--- heartbeat look for a parked row when the receipt is closed or gone.
+-- The worker's token (job_id, run_lease, claim_slot, batch_id, item) stays
+-- valid: finish and heartbeat look for a parked row when the item is
+-- closed.
 --
 -- Returns how many attempts were parked.
 CREATE OR REPLACE FUNCTION {schema}.exec_park(p_ring text, p_slot integer, p_limit integer)
 RETURNS integer LANGUAGE plpgsql AS $fn$
 #variable_conflict use_column
 DECLARE
-    v_slots  integer[];
-    v_jobs   bigint[];
-    v_leases bigint[];
-    v_parked integer;
+    v_slots   integer[];
+    v_batches bigint[];
+    v_items   integer[];
+    v_parked  integer;
 BEGIN
-    -- Which attempts: one statement per ring, each shaped so the planner
-    -- can prune to the partitions it names (claim: one claim slot; lease:
-    -- one lease slot, then receipts by primary key).
+    -- Which items: one statement per ring, each shaped so the planner can
+    -- prune to the partitions it names (claim: one claim slot; lease: one
+    -- lease slot, then batches by primary key; queue: batches whose
+    -- body_slots name the slot).
     IF p_ring = 'claim' THEN
-        SELECT array_agg(r.slot), array_agg(r.job_id), array_agg(r.run_lease)
-          INTO v_slots, v_jobs, v_leases
-          FROM (SELECT r.slot, r.job_id, r.run_lease FROM {schema}.claim_receipts r
-                 WHERE r.slot = p_slot
+        SELECT array_agg(o.slot), array_agg(o.batch_id), array_agg(o.item)
+          INTO v_slots, v_batches, v_items
+          FROM (SELECT b.slot, b.batch_id, u.item::integer AS item
+                  FROM {schema}.claim_batches b
+                 CROSS JOIN LATERAL generate_subscripts(b.job_ids, 1) AS u(item)
+                 WHERE b.slot = p_slot
                    AND NOT EXISTS (SELECT 1 FROM {schema}.claim_closures c
-                                    WHERE c.slot = r.slot AND c.job_id = r.job_id AND c.run_lease = r.run_lease)
-                 ORDER BY r.job_id LIMIT p_limit) r;
+                                    WHERE c.slot = b.slot AND c.batch_id = b.batch_id AND c.open_after = 0)
+                   AND NOT EXISTS (SELECT 1 FROM {schema}.claim_closures c
+                                    WHERE c.slot = b.slot AND c.batch_id = b.batch_id AND u.item = ANY (c.items))
+                 ORDER BY b.batch_id, u.item LIMIT p_limit) o;
     ELSIF p_ring = 'lease' THEN
-        SELECT array_agg(r.slot), array_agg(r.job_id), array_agg(r.run_lease)
-          INTO v_slots, v_jobs, v_leases
-          FROM (SELECT DISTINCT r.slot, r.job_id, r.run_lease
+        SELECT array_agg(o.slot), array_agg(o.batch_id), array_agg(o.item)
+          INTO v_slots, v_batches, v_items
+          FROM (SELECT DISTINCT l.claim_slot AS slot, l.batch_id, l.item
                   FROM {schema}.leases l
-                  JOIN {schema}.claim_receipts r
-                    ON r.slot = l.claim_slot AND r.job_id = l.job_id AND r.run_lease = l.run_lease
+                  JOIN {schema}.claim_batches b ON b.slot = l.claim_slot AND b.batch_id = l.batch_id
                  WHERE l.slot = p_slot
                    AND NOT EXISTS (SELECT 1 FROM {schema}.claim_closures c
-                                    WHERE c.slot = r.slot AND c.job_id = r.job_id AND c.run_lease = r.run_lease)
-                 ORDER BY r.job_id LIMIT p_limit) r;
+                                    WHERE c.slot = l.claim_slot AND c.batch_id = l.batch_id AND l.item = ANY (c.items))
+                 ORDER BY l.batch_id, l.item LIMIT p_limit) o;
     ELSE
-        -- Receipts are not indexed by body slot; this is the same scan
-        -- exec_slot_live('queue') makes, and runs only for a live slot.
-        SELECT array_agg(r.slot), array_agg(r.job_id), array_agg(r.run_lease)
-          INTO v_slots, v_jobs, v_leases
-          FROM (SELECT r.slot, r.job_id, r.run_lease FROM {schema}.claim_receipts r
-                 WHERE r.ready_slot = p_slot
+        SELECT array_agg(o.slot), array_agg(o.batch_id), array_agg(o.item)
+          INTO v_slots, v_batches, v_items
+          FROM (SELECT b.slot, b.batch_id, u.item::integer AS item
+                  FROM {schema}.claim_batches b
+                 CROSS JOIN LATERAL unnest(b.ready_slots) WITH ORDINALITY AS u(ready_slot, item)
+                 WHERE p_slot = ANY (b.body_slots) AND u.ready_slot = p_slot
                    AND NOT EXISTS (SELECT 1 FROM {schema}.claim_closures c
-                                    WHERE c.slot = r.slot AND c.job_id = r.job_id AND c.run_lease = r.run_lease)
-                 ORDER BY r.job_id LIMIT p_limit) r;
+                                    WHERE c.slot = b.slot AND c.batch_id = b.batch_id AND c.open_after = 0)
+                   AND NOT EXISTS (SELECT 1 FROM {schema}.claim_closures c
+                                    WHERE c.slot = b.slot AND c.batch_id = b.batch_id AND u.item = ANY (c.items))
+                 ORDER BY b.batch_id, u.item LIMIT p_limit) o;
     END IF;
-    IF v_jobs IS NULL THEN
+    IF v_items IS NULL THEN
         RETURN 0;
     END IF;
 
     WITH open AS (
-        -- Inner join with the body: an open receipt always has it (the
-        -- queue slot is not reclaimed while the receipt is open), and a
-        -- closure is never written for an attempt that is not then parked.
-        SELECT r.slot, r.job_id, r.run_lease, r.queue, r.attempt, r.claimed_at,
-               r.deadline_at, r.instance_id, r.ready_seq,
+        -- Inner join with the body: an open item always has it (the queue
+        -- slot is not reclaimed while the item is open).
+        SELECT k.slot, k.batch_id, k.item, b.job_ids[k.item] AS job_id,
+               b.run_leases[k.item] AS run_lease, b.queue, b.attempts[k.item] AS attempt,
+               b.claimed_at, b.instance_id, b.ready_seqs[k.item] AS ready_seq,
+               cardinality(b.job_ids) AS size,
                e.kind, e.args, e.priority, e.max_attempts, e.created_at, e.unique_key, e.metadata
-          FROM unnest(v_slots, v_jobs, v_leases) AS k(slot, job_id, run_lease)
-          JOIN {schema}.claim_receipts r
-            ON r.slot = k.slot AND r.job_id = k.job_id AND r.run_lease = k.run_lease
+          FROM unnest(v_slots, v_batches, v_items) AS k(slot, batch_id, item)
+          JOIN {schema}.claim_batches b ON b.slot = k.slot AND b.batch_id = k.batch_id
           JOIN {schema}.ready_entries e
-            ON e.slot = r.ready_slot AND e.job_id = r.job_id AND e.lane_seq = r.ready_seq
+            ON e.slot = b.ready_slots[k.item] AND e.job_id = b.job_ids[k.item]
+           AND e.lane_seq = b.ready_seqs[k.item]
+         -- Again, in the snapshot the links below are numbered in: an item
+         -- a finisher closed since the choice above is not parked.
+         WHERE NOT EXISTS (SELECT 1 FROM {schema}.claim_closures c
+                            WHERE c.slot = k.slot AND c.batch_id = k.batch_id AND k.item = ANY (c.items))
+    ),
+    links AS (
+        -- The next link of each batch, given what its links have closed
+        -- (read in this statement's snapshot, like finish does).
+        SELECT o.slot, o.batch_id, ch.last_link + 1 AS link,
+               array_agg(o.item ORDER BY o.item) AS items,
+               (min(o.size) - min(ch.closed) - count(*))::integer AS open_after
+          FROM open o
+         CROSS JOIN LATERAL (
+                SELECT coalesce(max(c.link), 0) AS last_link,
+                       coalesce(sum(cardinality(c.items)), 0) AS closed
+                  FROM {schema}.claim_closures c
+                 WHERE c.slot = o.slot AND c.batch_id = o.batch_id) ch
+         GROUP BY o.slot, o.batch_id, ch.last_link
+         ORDER BY o.slot, o.batch_id
     ),
     closed AS (
-        INSERT INTO {schema}.claim_closures AS c (slot, job_id, run_lease, outcome)
-        SELECT o.slot, o.job_id, o.run_lease, 'parked' FROM open o
+        INSERT INTO {schema}.claim_closures AS c (slot, batch_id, link, items, outcome, open_after)
+        SELECT l.slot, l.batch_id, l.link, l.items, 'parked', l.open_after FROM links l
         ON CONFLICT DO NOTHING
-        RETURNING c.slot, c.job_id, c.run_lease
+        RETURNING c.slot, c.batch_id
     ),
     parked AS (
         INSERT INTO {schema}.parked_attempts
-            (job_id, run_lease, claim_slot, queue, attempt, claimed_at, deadline_at, instance_id,
-             heartbeat_at, callback_id, callback_timeout,
+            (job_id, run_lease, claim_slot, batch_id, item, queue, attempt, claimed_at, deadline_at,
+             instance_id, heartbeat_at, callback_id, callback_timeout,
              ready_seq, kind, args, priority, max_attempts, created_at, unique_key, metadata)
-        SELECT o.job_id, o.run_lease, o.slot, o.queue, o.attempt, o.claimed_at,
-               coalesce(l.deadline_at, o.deadline_at), o.instance_id,
-               l.heartbeat_at, l.callback_id, l.callback_timeout,
+        SELECT o.job_id, o.run_lease, o.slot, o.batch_id, o.item, o.queue, o.attempt, o.claimed_at,
+               l.deadline_at, o.instance_id, l.heartbeat_at, l.callback_id, l.callback_timeout,
                o.ready_seq, o.kind, o.args, o.priority, o.max_attempts, o.created_at,
                o.unique_key, o.metadata
           FROM open o
-          JOIN closed c ON c.slot = o.slot AND c.job_id = o.job_id AND c.run_lease = o.run_lease
+          JOIN closed c ON c.slot = o.slot AND c.batch_id = o.batch_id
           LEFT JOIN LATERAL (
                 SELECT l.heartbeat_at, l.deadline_at, l.callback_id, l.callback_timeout
                   FROM {schema}.leases l
-                 WHERE l.claim_slot = o.slot AND l.job_id = o.job_id AND l.run_lease = o.run_lease
+                 WHERE l.job_id = o.job_id AND l.run_lease = o.run_lease
                  ORDER BY l.heartbeat_at DESC
                  LIMIT 1) l ON true
         RETURNING 1

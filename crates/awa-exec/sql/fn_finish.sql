@@ -1,46 +1,60 @@
--- {schema}.finish(job_ids, run_leases, claim_slots, outcomes, delays, errors):
+-- {schema}.finish(job_ids, run_leases, claim_slots, batch_ids, items,
+--                 outcomes, delays, errors):
 -- the guarded finish path. Every way an attempt ends goes through here:
 -- the worker's complete/retry/snooze/cancel/fail, graceful-shutdown
--- release, and maintenance's rescue. Many attempts per call.
+-- release, and maintenance's rescue. Many attempts per call; each is named
+-- by its token (job_id, run_lease, claim_slot, batch_id, item).
 --
 -- outcomes: complete | retry | snooze | cancel | fail | release | rescue
 -- delays:   for retry/snooze, NULL means the default backoff
 --           (2^attempt seconds, at most an hour, +-25% jitter).
 --
--- The guard: an attempt is finished only if its receipt exists and this
--- call inserts its closure. The closure's primary key (slot, job_id,
--- run_lease) lets exactly one finisher win; a stale lease, a second
--- completion, or a completion racing a rescue gets accepted = false and
--- changes nothing.
+-- The guard. An attempt is finished only if its batch item still names it
+-- (job_ids[item] = job_id, run_leases[item] = run_lease), no closure link
+-- of its batch lists the item, and this call inserts the next link of the
+-- batch listing it. A call reads all links of each batch it touches and
+-- inserts, per batch, ONE link numbered max(link) + 1 with every item it
+-- closes there (ON CONFLICT DO NOTHING). Two finishers of one batch that
+-- read the same links both try the same number; the primary key (slot,
+-- batch_id, link) lets one insert it and the other gets nothing back
+-- (under READ COMMITTED it waits for the winner's commit first; under
+-- REPEATABLE READ or SERIALIZABLE the conflict with an invisible row is a
+-- serialization failure, 40001). So whoever inserts link n saw links
+-- 1..n-1: every item is listed by at most one link, whatever the
+-- isolation level. A call whose link lost the race reports those items
+-- `contended`, and finish runs them again in a new statement (a new
+-- snapshot that sees the winner's link): they are then finished, or
+-- rejected because the winner closed them. A stale lease, a second
+-- completion, or a completion racing a rescue or a cancel thus gets
+-- accepted = false and changes nothing.
 --
--- Parked attempts (see exec_park) have a closure 'parked' and a row in
--- parked_attempts instead: for them the guard is the DELETE of that row,
--- whose row lock lets exactly one deleter win. An attempt is never both
--- open as a receipt and parked (exec_park closes the receipt in the same
--- transaction that parks it), so the two guards exclude each other. Their
--- terminal fact goes to the current queue slot with the body copied in
--- (their original slot may be gone).
+-- Parked attempts (see exec_park) have their item closed by a 'parked'
+-- link and a row in parked_attempts: for them the guard is the DELETE of
+-- that row, whose row lock lets exactly one deleter win. exec_park writes
+-- the link and the row in one transaction and only for items whose link it
+-- inserted, so an attempt has exactly one open piece of evidence at a
+-- time. Their terminal fact goes to the current queue slot with the body
+-- copied in (their original slot may be gone).
 --
--- Two passes: finish_pass runs the whole batch in one statement; attempts
--- it rejected run once more in a new statement, whose snapshot sees a park
--- that committed while the first was running (its closure made the first
--- pass lose, its parked row was not yet visible). Genuinely stale attempts
--- are rejected twice; the hot path pays one array check.
---
--- Where the job goes next (next_state):
---   completed / cancelled / failed -> terminal history (done_entries)
---   dead_lettered                  -> dlq_entries (queue opted in)
+-- Evidence written (the hot path is the first line):
+--   completed (from a batch) -> one done_batches row per queue slot and
+--                               queue touched, body left in its ready slot
+--   cancelled / failed, or completed from parked -> one done_entries row each
+--   dead_lettered                   -> dlq_entries (queue opted in)
 --   retryable / snoozed / available -> deferred_jobs, promoted when due
--- Retries past max_attempts fail (or dead-letter); snooze and release do
--- not count the attempt.
+-- plus one count delta per (slot, queue, state). Retries past
+-- max_attempts fail (or dead-letter); snooze and release do not count the
+-- attempt.
 CREATE OR REPLACE FUNCTION {schema}.finish_pass(
     p_job_ids     bigint[],
     p_run_leases  bigint[],
     p_claim_slots integer[],
+    p_batch_ids   bigint[],
+    p_items       integer[],
     p_outcomes    text[],
     p_delays      interval[],
     p_errors      text[]
-) RETURNS TABLE (job_id bigint, run_lease bigint, accepted boolean, next_state text)
+) RETURNS TABLE (job_id bigint, run_lease bigint, accepted boolean, next_state text, contended boolean)
 LANGUAGE plpgsql AS $fn$
 #variable_conflict use_column
 BEGIN
@@ -53,35 +67,50 @@ BEGIN
 
     RETURN QUERY
     WITH input AS (
-        SELECT i.*
-          FROM unnest(p_job_ids, p_run_leases, p_claim_slots, p_outcomes, p_delays, p_errors)
-               WITH ORDINALITY AS i(job_id, run_lease, claim_slot, outcome, delay, error, ord)
-    ),
-    live_receipt AS (
         -- A pair named twice in one call is finished once: the first wins.
-        -- The lookups are LATERAL so they stay index probes per attempt
-        -- whatever the planner thinks of the (unknown) batch size.
-        SELECT DISTINCT ON (i.job_id, i.run_lease)
-               i.*, 'receipt'::text AS src, r.queue, r.attempt, r.ready_slot AS hist_slot,
-               r.ready_seq AS hist_seq, NULL::jsonb AS hist_body,
+        SELECT DISTINCT ON (i.job_id, i.run_lease) i.*
+          FROM unnest(p_job_ids, p_run_leases, p_claim_slots, p_batch_ids, p_items,
+                      p_outcomes, p_delays, p_errors)
+               WITH ORDINALITY AS i(job_id, run_lease, claim_slot, batch_id, item, outcome, delay, error, ord)
+         ORDER BY i.job_id, i.run_lease, i.ord
+    ),
+    batches AS MATERIALIZED (
+        -- Each batch touched, with what its links have closed so far. The
+        -- lookups are LATERAL so they stay index probes per batch whatever
+        -- the planner thinks of the (unknown) batch count.
+        SELECT b.slot, b.batch_id, b.queue, b.job_ids, b.run_leases, b.attempts,
+               b.ready_slots, b.ready_seqs, ch.last_link, ch.closed
+          FROM (SELECT DISTINCT i.claim_slot, i.batch_id FROM input i) k
+         CROSS JOIN LATERAL (
+                SELECT b.* FROM {schema}.claim_batches b
+                 WHERE b.slot = k.claim_slot AND b.batch_id = k.batch_id) b
+         CROSS JOIN LATERAL (
+                SELECT coalesce(max(c.link), 0) AS last_link,
+                       coalesce((SELECT array_agg(x) FROM {schema}.claim_closures c2, unnest(c2.items) x
+                                  WHERE c2.slot = b.slot AND c2.batch_id = b.batch_id), '{}') AS closed
+                  FROM {schema}.claim_closures c
+                 WHERE c.slot = b.slot AND c.batch_id = b.batch_id) ch
+    ),
+    live_batch AS (
+        SELECT i.*, 'batch'::text AS src, b.queue, b.attempts[i.item] AS attempt,
+               b.ready_slots[i.item] AS hist_slot, b.ready_seqs[i.item] AS hist_seq,
+               NULL::jsonb AS hist_body,
                e.kind, e.args, e.priority, e.max_attempts, e.created_at, e.unique_key, e.metadata,
                coalesce(m.dlq_enabled, false) AS dlq
           FROM input i
-         CROSS JOIN LATERAL (
-                SELECT r.* FROM {schema}.claim_receipts r
-                 WHERE r.slot = i.claim_slot AND r.job_id = i.job_id AND r.run_lease = i.run_lease
-                 LIMIT 1) r
+          JOIN batches b ON b.slot = i.claim_slot AND b.batch_id = i.batch_id
          CROSS JOIN LATERAL (
                 SELECT e.* FROM {schema}.ready_entries e
-                 WHERE e.slot = r.ready_slot AND e.job_id = r.job_id AND e.lane_seq = r.ready_seq
+                 WHERE e.slot = b.ready_slots[i.item] AND e.job_id = i.job_id
+                   AND e.lane_seq = b.ready_seqs[i.item]
                  LIMIT 1) e
-          LEFT JOIN awa.queue_meta m ON m.queue = r.queue
-         ORDER BY i.job_id, i.run_lease, i.ord
+          LEFT JOIN awa.queue_meta m ON m.queue = b.queue
+         WHERE b.job_ids[i.item] = i.job_id AND b.run_leases[i.item] = i.run_lease
+           AND NOT (i.item = ANY (b.closed))
     ),
     live_parked AS (
         -- Usually empty: one index probe per attempt on a small table.
-        SELECT DISTINCT ON (i.job_id, i.run_lease)
-               i.*, 'parked'::text AS src, p.queue, p.attempt,
+        SELECT i.*, 'parked'::text AS src, p.queue, p.attempt,
                (SELECT g.slot FROM {schema}.ring_ledger g
                  WHERE g.ring = 'queue' ORDER BY g.generation DESC LIMIT 1) AS hist_slot,
                NULL::bigint AS hist_seq,
@@ -93,12 +122,6 @@ BEGIN
           FROM input i
           JOIN {schema}.parked_attempts p ON p.job_id = i.job_id AND p.run_lease = i.run_lease
           LEFT JOIN awa.queue_meta m ON m.queue = p.queue
-         ORDER BY i.job_id, i.run_lease, i.ord
-    ),
-    live AS (
-        SELECT * FROM live_receipt
-        UNION ALL
-        SELECT * FROM live_parked
     ),
     decided AS (
         SELECT l.*,
@@ -111,21 +134,41 @@ BEGIN
                    WHEN l.dlq THEN 'dead_lettered'
                    ELSE 'failed'
                END AS next_state
-          FROM live l
+          FROM (SELECT * FROM live_batch UNION ALL SELECT * FROM live_parked) l
     ),
-    closed AS (
-        INSERT INTO {schema}.claim_closures AS c (slot, job_id, run_lease, outcome)
-        SELECT d.claim_slot, d.job_id, d.run_lease,
+    coded AS (
+        -- What the closure link records for each item.
+        SELECT d.*,
                CASE d.outcome
                    WHEN 'rescue' THEN 'rescued'
                    WHEN 'release' THEN 'released'
                    WHEN 'retry' THEN CASE d.next_state WHEN 'retryable' THEN 'retried' ELSE d.next_state END
                    ELSE d.next_state
-               END
+               END AS code
           FROM decided d
-         WHERE d.src = 'receipt'
+         WHERE d.src = 'batch'
+    ),
+    links AS (
+        -- One link per batch, in (slot, batch_id) order so two calls that
+        -- touch the same batches wait for each other in the same order.
+        SELECT c.claim_slot, c.batch_id,
+               min(b.last_link) + 1 AS link,
+               array_agg(c.item ORDER BY c.item) AS items,
+               CASE WHEN count(DISTINCT c.code) = 1 THEN min(c.code) ELSE 'mixed' END AS outcome,
+               CASE WHEN count(DISTINCT c.code) = 1 THEN NULL
+                    ELSE array_agg(c.code ORDER BY c.item) END AS outcomes,
+               (min(cardinality(b.job_ids)) - min(cardinality(b.closed)) - count(*))::integer AS open_after
+          FROM coded c
+          JOIN batches b ON b.slot = c.claim_slot AND b.batch_id = c.batch_id
+         GROUP BY c.claim_slot, c.batch_id
+         ORDER BY c.claim_slot, c.batch_id
+    ),
+    closed AS (
+        INSERT INTO {schema}.claim_closures AS c (slot, batch_id, link, items, outcome, outcomes, open_after)
+        SELECT l.claim_slot, l.batch_id, l.link, l.items, l.outcome, l.outcomes, l.open_after
+          FROM links l
         ON CONFLICT DO NOTHING
-        RETURNING c.slot, c.job_id, c.run_lease
+        RETURNING c.slot, c.batch_id
     ),
     unparked AS (
         DELETE FROM {schema}.parked_attempts p
@@ -136,13 +179,24 @@ BEGIN
     won AS (
         SELECT d.*
           FROM decided d
-          JOIN closed c ON c.slot = d.claim_slot AND c.job_id = d.job_id AND c.run_lease = d.run_lease
-         WHERE d.src = 'receipt'
+          JOIN closed c ON c.slot = d.claim_slot AND c.batch_id = d.batch_id
+         WHERE d.src = 'batch'
         UNION ALL
         SELECT d.*
           FROM decided d
           JOIN unparked u ON u.job_id = d.job_id AND u.run_lease = d.run_lease
          WHERE d.src = 'parked'
+    ),
+    done_batch AS (
+        -- The hot path: one compact row per (queue slot, queue).
+        INSERT INTO {schema}.done_batches
+            (slot, queue, lo_job_id, hi_job_id, job_ids, run_leases, attempts, ready_seqs)
+        SELECT w.hist_slot, w.queue, min(w.job_id), max(w.job_id),
+               array_agg(w.job_id ORDER BY w.job_id), array_agg(w.run_lease ORDER BY w.job_id),
+               array_agg(w.attempt ORDER BY w.job_id), array_agg(w.hist_seq ORDER BY w.job_id)
+          FROM won w
+         WHERE w.src = 'batch' AND w.next_state = 'completed'
+         GROUP BY w.hist_slot, w.queue
     ),
     history AS (
         INSERT INTO {schema}.done_entries
@@ -150,7 +204,8 @@ BEGIN
         SELECT w.hist_slot, w.job_id, w.run_lease, w.queue, w.next_state, w.attempt,
                w.hist_seq, w.hist_body, w.error
           FROM won w
-         WHERE w.next_state IN ('completed', 'cancelled', 'failed')
+         WHERE w.next_state IN ('cancelled', 'failed')
+            OR (w.next_state = 'completed' AND w.src = 'parked')
     ),
     deferred AS (
         INSERT INTO {schema}.deferred_jobs
@@ -199,17 +254,26 @@ BEGIN
                    SELECT w.job_id FROM won w
                     WHERE w.next_state IN ('completed', 'cancelled', 'failed', 'dead_lettered')))
     )
-    SELECT i.job_id, i.run_lease, w.job_id IS NOT NULL, w.next_state
-      FROM input i
-      LEFT JOIN won w ON w.ord = i.ord
-     ORDER BY i.ord;
+    SELECT r.job_id, r.run_lease, w.job_id IS NOT NULL, w.next_state,
+           -- Live in its batch, but another finisher took this link number.
+           (w.job_id IS NULL AND EXISTS (SELECT 1 FROM coded c WHERE c.ord = r.ord))
+      FROM unnest(p_job_ids, p_run_leases) WITH ORDINALITY AS r(job_id, run_lease, ord)
+      LEFT JOIN won w ON w.ord = r.ord
+     ORDER BY r.ord;
 END
 $fn$;
 
+-- finish: finish_pass, then again for what lost a link race, each time in a
+-- new statement (a new snapshot). Every round that finds contention means
+-- another finisher committed a link of the same batch, so the rounds are
+-- bounded by the finishers racing for it; after 8 the call gives up with a
+-- serialization failure (40001), which the completer retries.
 CREATE OR REPLACE FUNCTION {schema}.finish(
     p_job_ids     bigint[],
     p_run_leases  bigint[],
     p_claim_slots integer[],
+    p_batch_ids   bigint[],
+    p_items       integer[],
     p_outcomes    text[],
     p_delays      interval[],
     p_errors      text[]
@@ -217,36 +281,56 @@ CREATE OR REPLACE FUNCTION {schema}.finish(
 LANGUAGE plpgsql AS $fn$
 #variable_conflict use_column
 DECLARE
-    v_accepted boolean[];
-    v_next     text[];
-    v_retry    integer[];
-    v_acc2     boolean[];
-    v_next2    text[];
+    v_accepted  boolean[];
+    v_next      text[];
+    v_contended boolean[];
+    v_acc       boolean[];
+    v_nx        text[];
+    v_todo      integer[];   -- indexes into the inputs still to decide
+    v_again     integer[];
+    v_round     integer := 1;
     k integer;
 BEGIN
-    SELECT array_agg(f.accepted ORDER BY f.ord), array_agg(f.next_state ORDER BY f.ord)
-      INTO v_accepted, v_next
-      FROM {schema}.finish_pass(p_job_ids, p_run_leases, p_claim_slots, p_outcomes, p_delays, p_errors)
-           WITH ORDINALITY AS f(job_id, run_lease, accepted, next_state, ord);
+    SELECT array_agg(f.accepted ORDER BY f.ord), array_agg(f.next_state ORDER BY f.ord),
+           array_agg(f.contended ORDER BY f.ord)
+      INTO v_accepted, v_next, v_contended
+      FROM {schema}.finish_pass(p_job_ids, p_run_leases, p_claim_slots, p_batch_ids, p_items,
+                                p_outcomes, p_delays, p_errors)
+           WITH ORDINALITY AS f(job_id, run_lease, accepted, next_state, contended, ord);
 
-    IF false = ANY (v_accepted) THEN
-        -- The second pass: a new statement, so a new snapshot.
-        v_retry := ARRAY(SELECT x.i FROM generate_subscripts(v_accepted, 1) AS x(i) WHERE NOT v_accepted[x.i] ORDER BY x.i);
-        SELECT array_agg(f.accepted ORDER BY f.ord), array_agg(f.next_state ORDER BY f.ord)
-          INTO v_acc2, v_next2
+    -- The hot path ends here: nobody raced us for a link.
+    v_todo := ARRAY(SELECT x.i FROM generate_subscripts(v_contended, 1) AS x(i)
+                     WHERE v_contended[x.i] ORDER BY x.i);
+    WHILE cardinality(v_todo) > 0 LOOP
+        v_round := v_round + 1;
+        IF v_round > 8 THEN
+            RAISE EXCEPTION 'finish lost the race for a claim batch link % times in a row', v_round - 1
+                USING ERRCODE = 'serialization_failure',
+                      HINT = 'Other finishers keep closing items of the same batches; retry the call.';
+        END IF;
+        SELECT array_agg(f.accepted ORDER BY f.ord), array_agg(f.next_state ORDER BY f.ord),
+               array_agg(f.contended ORDER BY f.ord)
+          INTO v_acc, v_nx, v_contended
           FROM {schema}.finish_pass(
-                   ARRAY(SELECT p_job_ids[x.i] FROM unnest(v_retry) WITH ORDINALITY AS x(i, o) ORDER BY x.o),
-                   ARRAY(SELECT p_run_leases[x.i] FROM unnest(v_retry) WITH ORDINALITY AS x(i, o) ORDER BY x.o),
-                   ARRAY(SELECT p_claim_slots[x.i] FROM unnest(v_retry) WITH ORDINALITY AS x(i, o) ORDER BY x.o),
-                   ARRAY(SELECT p_outcomes[x.i] FROM unnest(v_retry) WITH ORDINALITY AS x(i, o) ORDER BY x.o),
-                   ARRAY(SELECT p_delays[x.i] FROM unnest(v_retry) WITH ORDINALITY AS x(i, o) ORDER BY x.o),
-                   ARRAY(SELECT p_errors[x.i] FROM unnest(v_retry) WITH ORDINALITY AS x(i, o) ORDER BY x.o))
-               WITH ORDINALITY AS f(job_id, run_lease, accepted, next_state, ord);
-        FOR k IN 1 .. coalesce(cardinality(v_retry), 0) LOOP
-            v_accepted[v_retry[k]] := v_acc2[k];
-            v_next[v_retry[k]] := v_next2[k];
+                   ARRAY(SELECT p_job_ids[x.i] FROM unnest(v_todo) WITH ORDINALITY AS x(i, o) ORDER BY x.o),
+                   ARRAY(SELECT p_run_leases[x.i] FROM unnest(v_todo) WITH ORDINALITY AS x(i, o) ORDER BY x.o),
+                   ARRAY(SELECT p_claim_slots[x.i] FROM unnest(v_todo) WITH ORDINALITY AS x(i, o) ORDER BY x.o),
+                   ARRAY(SELECT p_batch_ids[x.i] FROM unnest(v_todo) WITH ORDINALITY AS x(i, o) ORDER BY x.o),
+                   ARRAY(SELECT p_items[x.i] FROM unnest(v_todo) WITH ORDINALITY AS x(i, o) ORDER BY x.o),
+                   ARRAY(SELECT p_outcomes[x.i] FROM unnest(v_todo) WITH ORDINALITY AS x(i, o) ORDER BY x.o),
+                   ARRAY(SELECT p_delays[x.i] FROM unnest(v_todo) WITH ORDINALITY AS x(i, o) ORDER BY x.o),
+                   ARRAY(SELECT p_errors[x.i] FROM unnest(v_todo) WITH ORDINALITY AS x(i, o) ORDER BY x.o))
+               WITH ORDINALITY AS f(job_id, run_lease, accepted, next_state, contended, ord);
+        v_again := '{}';
+        FOR k IN 1 .. cardinality(v_todo) LOOP
+            v_accepted[v_todo[k]] := v_acc[k];
+            v_next[v_todo[k]] := v_nx[k];
+            IF v_contended[k] THEN
+                v_again := v_again || v_todo[k];
+            END IF;
         END LOOP;
-    END IF;
+        v_todo := v_again;
+    END LOOP;
 
     RETURN QUERY
     SELECT p_job_ids[x.i], p_run_leases[x.i], v_accepted[x.i], v_next[x.i]

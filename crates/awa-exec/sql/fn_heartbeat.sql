@@ -1,7 +1,9 @@
--- {schema}.heartbeat(job_id, run_lease, claim_slot, percent, message, checkpoint):
--- record that a long attempt is alive, materializing its lease on first
--- use in the current lease-ring slot; with progress, also upsert
--- attempt_state (kept across retries). Short jobs never call this.
+-- {schema}.heartbeat(job_id, run_lease, claim_slot, batch_id, item,
+--                    percent, message, checkpoint):
+-- record that a long attempt is alive, materializing its own lease on
+-- first use in the current lease-ring slot (the batch row stays as it
+-- was); with progress, also upsert attempt_state (kept across retries).
+-- Short jobs never call this.
 --
 -- A parked attempt (moved out of the rings by exec_park) heartbeats on its
 -- parked_attempts row instead.
@@ -9,25 +11,26 @@
 -- Returns false, and writes nothing, when the attempt is no longer live
 -- (finished, rescued, cancelled): the handler should stop.
 CREATE OR REPLACE FUNCTION {schema}.heartbeat(
-    p_job_id bigint, p_run_lease bigint, p_claim_slot integer,
+    p_job_id bigint, p_run_lease bigint, p_claim_slot integer, p_batch_id bigint, p_item integer,
     p_percent smallint, p_message text, p_checkpoint jsonb
 ) RETURNS boolean LANGUAGE plpgsql AS $fn$
 #variable_conflict use_column
 DECLARE
     v_lease_slot integer;
 BEGIN
-    IF EXISTS (SELECT 1 FROM {schema}.claim_receipts r
-                WHERE r.slot = p_claim_slot AND r.job_id = p_job_id AND r.run_lease = p_run_lease)
+    IF EXISTS (SELECT 1 FROM {schema}.claim_batches b
+                WHERE b.slot = p_claim_slot AND b.batch_id = p_batch_id
+                  AND b.job_ids[p_item] = p_job_id AND b.run_leases[p_item] = p_run_lease)
        AND NOT EXISTS (SELECT 1 FROM {schema}.claim_closures c
-                        WHERE c.slot = p_claim_slot AND c.job_id = p_job_id AND c.run_lease = p_run_lease) THEN
+                        WHERE c.slot = p_claim_slot AND c.batch_id = p_batch_id AND p_item = ANY (c.items)) THEN
         -- An existing lease stays in its slot; a new one goes to the current slot.
         UPDATE {schema}.leases l SET heartbeat_at = now()
          WHERE l.job_id = p_job_id AND l.run_lease = p_run_lease;
         IF NOT FOUND THEN
             SELECT g.slot INTO v_lease_slot FROM {schema}.ring_ledger g
              WHERE g.ring = 'lease' ORDER BY g.generation DESC LIMIT 1;
-            INSERT INTO {schema}.leases (slot, job_id, run_lease, claim_slot)
-            VALUES (v_lease_slot, p_job_id, p_run_lease, p_claim_slot);
+            INSERT INTO {schema}.leases (slot, job_id, run_lease, claim_slot, batch_id, item)
+            VALUES (v_lease_slot, p_job_id, p_run_lease, p_claim_slot, p_batch_id, p_item);
         END IF;
     ELSE
         -- Closed or gone: maybe parked (exec_park). This is a later

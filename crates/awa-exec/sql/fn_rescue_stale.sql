@@ -11,24 +11,44 @@ RETURNS integer LANGUAGE plpgsql AS $fn$
 DECLARE
     v_count integer;
 BEGIN
-    WITH abandoned AS (
-      (SELECT r.slot, r.job_id, r.run_lease,
-               CASE WHEN r.deadline_at < now() THEN 'attempt passed its deadline'
-                    WHEN l.callback_timeout < now() THEN 'callback wait timed out'
-                    ELSE 'worker stopped heartbeating (stale for ' || p_stale || ')' END AS reason
-          FROM {schema}.claim_receipts r
-          LEFT JOIN {schema}.leases l
-            ON l.claim_slot = r.slot AND l.job_id = r.job_id AND l.run_lease = r.run_lease
-         WHERE NOT EXISTS (SELECT 1 FROM {schema}.claim_closures c
-                            WHERE c.slot = r.slot AND c.job_id = r.job_id AND c.run_lease = r.run_lease)
-           AND (r.deadline_at < now()
-                OR l.callback_timeout < now()
-                OR (r.claimed_at < now() - p_stale
-                    AND (l.heartbeat_at IS NULL OR l.heartbeat_at < now() - p_stale)))
-         LIMIT p_limit)
+    WITH old_open AS (
+        -- Open items of batches claimed more than `stale` ago (the index
+        -- on claimed_at; a batch its last link closed is skipped by one
+        -- probe), with their lease if they materialized one.
+        SELECT b.slot, b.batch_id, u.item::integer AS item, u.job_id, u.run_lease,
+               l.heartbeat_at, l.deadline_at, l.callback_timeout
+          FROM {schema}.claim_batches b
+         CROSS JOIN LATERAL unnest(b.job_ids, b.run_leases) WITH ORDINALITY AS u(job_id, run_lease, item)
+          LEFT JOIN {schema}.leases l ON l.job_id = u.job_id AND l.run_lease = u.run_lease
+         WHERE b.claimed_at < now() - p_stale
+           AND NOT EXISTS (SELECT 1 FROM {schema}.claim_closures c
+                            WHERE c.slot = b.slot AND c.batch_id = b.batch_id AND c.open_after = 0)
+           AND NOT EXISTS (SELECT 1 FROM {schema}.claim_closures c
+                            WHERE c.slot = b.slot AND c.batch_id = b.batch_id AND u.item = ANY (c.items))
+    ),
+    abandoned AS (
+      (SELECT o.slot, o.batch_id, o.item, o.job_id, o.run_lease,
+              CASE WHEN o.deadline_at < now() THEN 'attempt passed its deadline'
+                   WHEN o.callback_timeout < now() THEN 'callback wait timed out'
+                   ELSE 'worker stopped heartbeating (stale for ' || p_stale || ')' END AS reason
+         FROM old_open o
+        WHERE o.deadline_at < now() OR o.callback_timeout < now()
+           OR o.heartbeat_at IS NULL OR o.heartbeat_at < now() - p_stale
+        LIMIT p_limit)
+      UNION
+        -- A deadline or a callback timeout can pass before `stale` has:
+        -- those attempts have a lease (it carries both).
+      (SELECT l.claim_slot, l.batch_id, l.item, l.job_id, l.run_lease,
+              CASE WHEN l.deadline_at < now() THEN 'attempt passed its deadline'
+                   ELSE 'callback wait timed out' END
+         FROM {schema}.leases l
+        WHERE (l.deadline_at < now() OR l.callback_timeout < now())
+          AND NOT EXISTS (SELECT 1 FROM {schema}.claim_closures c
+                           WHERE c.slot = l.claim_slot AND c.batch_id = l.batch_id AND l.item = ANY (c.items))
+        LIMIT p_limit)
       UNION ALL
         -- Parked attempts (exec_park) carry their own heartbeat.
-      (SELECT p.claim_slot, p.job_id, p.run_lease,
+      (SELECT p.claim_slot, p.batch_id, p.item, p.job_id, p.run_lease,
                CASE WHEN p.deadline_at < now() THEN 'attempt passed its deadline'
                     WHEN p.callback_timeout < now() THEN 'callback wait timed out'
                     ELSE 'worker stopped heartbeating (stale for ' || p_stale || ')' END
@@ -44,6 +64,8 @@ BEGIN
           ARRAY(SELECT job_id FROM abandoned ORDER BY job_id),
           ARRAY(SELECT run_lease FROM abandoned ORDER BY job_id),
           ARRAY(SELECT slot FROM abandoned ORDER BY job_id),
+          ARRAY(SELECT batch_id FROM abandoned ORDER BY job_id),
+          ARRAY(SELECT item FROM abandoned ORDER BY job_id),
           ARRAY(SELECT 'rescue'::text FROM abandoned ORDER BY job_id),
           ARRAY(SELECT NULL::interval FROM abandoned ORDER BY job_id),
           ARRAY(SELECT reason FROM abandoned ORDER BY job_id)) f

@@ -1,56 +1,79 @@
 -- awa.install_exec_plane(schema, lease_slots, claim_slots)
 --
--- Execution evidence. A claim writes a receipt; finishing writes a closure
--- for the same (job_id, run_lease), whose primary key lets exactly one
--- finisher win. Both live in the claim ring. Jobs that heartbeat, report
--- progress or wait for a callback additionally get a lease row in the lease
--- ring and an attempt_state row; short jobs never touch either.
+-- Execution evidence, compact: a claim call writes one claim batch row for
+-- all the jobs it hands out, and a finish call writes one closure link per
+-- batch it touches, listing the items it closed. Both live in the claim
+-- ring. Jobs that heartbeat, report progress or wait for a callback
+-- additionally get a lease row in the lease ring and an attempt_state row;
+-- short jobs never touch either.
+--
+-- An item of a batch is *open* while no link of its batch lists it. The
+-- links of a batch are numbered 1, 2, 3, ... and a finisher inserts link
+-- max+1 having read links 1..max under the same snapshot: the primary key
+-- (slot, batch_id, link) lets exactly one of two racing finishers of a
+-- batch insert it, and the loser reads again. So every item is listed by at
+-- most one link: exactly one finisher per attempt (see fn_finish.sql).
 CREATE OR REPLACE FUNCTION awa.install_exec_plane(
     p_schema text, p_lease_slots integer, p_claim_slots integer
 ) RETURNS void LANGUAGE plpgsql SECURITY INVOKER AS $fn$
 DECLARE
     i integer;
 BEGIN
+    EXECUTE format('CREATE SEQUENCE IF NOT EXISTS %1$I.claim_batch_seq AS bigint', p_schema);
     EXECUTE format($ddl$
-        CREATE TABLE IF NOT EXISTS %1$I.claim_receipts (
+        CREATE TABLE IF NOT EXISTS %1$I.claim_batches (
             slot        integer     NOT NULL,
-            job_id      bigint      NOT NULL,
-            run_lease   bigint      NOT NULL,
+            batch_id    bigint      NOT NULL,
             queue       text        NOT NULL,
-            attempt     integer     NOT NULL,
-            ready_slot  integer     NOT NULL,  -- where the job's body lives
-            ready_seq   bigint      NOT NULL,
             claimed_at  timestamptz NOT NULL DEFAULT now(),
-            deadline_at timestamptz,           -- hard deadline, when the kind has one
             instance_id uuid,
-            PRIMARY KEY (slot, job_id, run_lease)
+            -- The distinct queue slots holding the items' bodies (usually
+            -- one): exec_slot_live('queue') filters on it.
+            body_slots  integer[]   NOT NULL,
+            -- Item i (1-based) of the batch: job_ids[i], run_leases[i], ...
+            job_ids     bigint[]    NOT NULL,
+            run_leases  bigint[]    NOT NULL,
+            attempts    integer[]   NOT NULL,
+            ready_slots integer[]   NOT NULL,  -- where each body lives
+            ready_seqs  bigint[]    NOT NULL,
+            PRIMARY KEY (slot, batch_id)
         ) PARTITION BY LIST (slot)$ddl$, p_schema);
     EXECUTE format($ddl$
         CREATE TABLE IF NOT EXISTS %1$I.claim_closures (
             slot       integer     NOT NULL,
-            job_id     bigint      NOT NULL,
-            run_lease  bigint      NOT NULL,
+            batch_id   bigint      NOT NULL,
+            link       integer     NOT NULL CHECK (link >= 1),
+            items      integer[]   NOT NULL,  -- the items this link closed
+            -- One outcome for every item, or 'mixed' with one per item.
             outcome    text        NOT NULL CHECK (outcome IN
                        ('completed', 'retried', 'snoozed', 'cancelled', 'failed', 'dead_lettered', 'rescued', 'released',
-                        'parked')),
+                        'parked', 'mixed')),
+            outcomes   text[]      CHECK ((outcome = 'mixed') = (outcomes IS NOT NULL)),
+            -- Items of the batch still open after this link; 0 closes the
+            -- batch, which lets liveness checks skip it with one probe.
+            open_after integer     NOT NULL CHECK (open_after >= 0),
             closed_at  timestamptz NOT NULL DEFAULT now(),
-            PRIMARY KEY (slot, job_id, run_lease)
+            PRIMARY KEY (slot, batch_id, link)
         ) PARTITION BY LIST (slot)$ddl$, p_schema);
     FOR i IN 0 .. p_claim_slots - 1 LOOP
-        EXECUTE format('CREATE TABLE IF NOT EXISTS %1$I.%2$I PARTITION OF %1$I.claim_receipts FOR VALUES IN (%3$s)',
-                       p_schema, 'claim_receipts_' || i, i);
+        -- toast_tuple_target: a batch of a few hundred items stays in its
+        -- heap row instead of going to TOAST (a second table and index).
+        EXECUTE format('CREATE TABLE IF NOT EXISTS %1$I.%2$I PARTITION OF %1$I.claim_batches FOR VALUES IN (%3$s) WITH (toast_tuple_target = 8160)',
+                       p_schema, 'claim_batches_' || i, i);
         EXECUTE format('CREATE TABLE IF NOT EXISTS %1$I.%2$I PARTITION OF %1$I.claim_closures FOR VALUES IN (%3$s)',
                        p_schema, 'claim_closures_' || i, i);
     END LOOP;
-    -- Rescue looks for old open receipts.
-    EXECUTE format('CREATE INDEX IF NOT EXISTS claim_receipts_claimed_idx ON %1$I.claim_receipts (claimed_at)', p_schema);
+    -- Rescue looks for old batches (one entry per claim call, not per job).
+    EXECUTE format('CREATE INDEX IF NOT EXISTS claim_batches_claimed_idx ON %1$I.claim_batches (claimed_at)', p_schema);
 
     EXECUTE format($ddl$
         CREATE TABLE IF NOT EXISTS %1$I.leases (
             slot             integer     NOT NULL,
             job_id           bigint      NOT NULL,
             run_lease        bigint      NOT NULL,
-            claim_slot       integer     NOT NULL,
+            claim_slot       integer     NOT NULL,  -- the attempt's batch item
+            batch_id         bigint      NOT NULL,
+            item             integer     NOT NULL,
             heartbeat_at     timestamptz NOT NULL DEFAULT now(),
             deadline_at      timestamptz,
             callback_id      uuid,
@@ -63,10 +86,10 @@ BEGIN
     END LOOP;
 
     -- Attempts moved out of the rings (see exec_park): a job that runs longer
-    -- than a ring takes to come round would otherwise keep its receipt's
+    -- than a ring takes to come round would otherwise keep its batch's
     -- claim slot, its body's queue slot and its lease slot live, and the
-    -- rings could not rotate past it. Parking closes the receipt with outcome
-    -- 'parked' and copies everything the attempt still needs here, in one
+    -- rings could not rotate past it. Parking closes the item with a
+    -- 'parked' link and copies everything the attempt still needs here, in one
     -- transaction; the attempt is then finished by deleting its row (the
     -- delete's row lock lets exactly one finisher win). One open attempt per
     -- job, so the job id is the key. Rows are few (long jobs only) and each
@@ -76,7 +99,9 @@ BEGIN
         CREATE TABLE IF NOT EXISTS %1$I.parked_attempts (
             job_id           bigint      PRIMARY KEY,
             run_lease        bigint      NOT NULL,
-            claim_slot       integer     NOT NULL,  -- the attempt token's slot
+            claim_slot       integer     NOT NULL,  -- the attempt token's batch item
+            batch_id         bigint      NOT NULL,
+            item             integer     NOT NULL,
             queue            text        NOT NULL,
             attempt          integer     NOT NULL,
             claimed_at       timestamptz NOT NULL,

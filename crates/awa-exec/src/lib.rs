@@ -1,11 +1,14 @@
 //! The execution plane: proof of which attempt owns a job, and the worker
 //! runtime that holds those attempts.
 //!
-//! Owns (per substrate schema): the claim ring (`claim_receipts_<n>`,
-//! `claim_closures_<n>`), the lease ring (`leases_<n>`) and
-//! `attempt_state`. Every write to a live attempt is guarded by
-//! `(job_id, run_lease)`: a closure row's primary key lets exactly one
-//! finisher win, so a stale or rescued attempt is rejected, never applied.
+//! Owns (per substrate schema): the claim ring (`claim_batches_<n>`: one
+//! row per claim call listing its jobs; `claim_closures_<n>`: one link per
+//! finish call and batch listing the items it closed), the lease ring
+//! (`leases_<n>`), `attempt_state` and `parked_attempts`. Every write to a
+//! live attempt is guarded by its token `(job_id, run_lease, claim_slot,
+//! batch_id, item)`: the links of a batch are numbered and the next
+//! number's primary key lets exactly one finisher of an item win, so a
+//! stale or rescued attempt is rejected, never applied.
 //!
 //! The claim composes the ready plane's `ready_take` and the finish path
 //! writes into the deferred, history and DLQ planes, each through one SQL

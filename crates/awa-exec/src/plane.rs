@@ -227,6 +227,8 @@ impl ExecPlane for PgExecPlane {
                     job_id: JobId(job_id),
                     run_lease: RunLease(row.get("run_lease")),
                     claim_slot: row.get("claim_slot"),
+                    batch_id: row.get("batch_id"),
+                    item: row.get("item"),
                     ready_slot: row.get("ready_slot"),
                     ready_seq: row.get("ready_seq"),
                 },
@@ -255,6 +257,8 @@ impl ExecPlane for PgExecPlane {
         let ids: Vec<i64> = batch.iter().map(|(t, _)| t.job_id.0).collect();
         let leases: Vec<i64> = batch.iter().map(|(t, _)| t.run_lease.0).collect();
         let slots: Vec<i32> = batch.iter().map(|(t, _)| t.claim_slot).collect();
+        let batch_ids: Vec<i64> = batch.iter().map(|(t, _)| t.batch_id).collect();
+        let items: Vec<i32> = batch.iter().map(|(t, _)| t.item).collect();
         let outcomes: Vec<&str> = batch.iter().map(|(_, f)| f.outcome()).collect();
         let delays: Vec<Option<f64>> = batch.iter().map(|(_, f)| f.delay_secs()).collect();
         let stored_errors: Vec<_> = batch.iter().map(|(_, f)| f.error()).collect();
@@ -266,6 +270,8 @@ impl ExecPlane for PgExecPlane {
         .bind(ids)
         .bind(leases)
         .bind(slots)
+        .bind(batch_ids)
+        .bind(items)
         .bind(outcomes)
         .bind(delays)
         .bind(errors)
@@ -309,6 +315,8 @@ impl ExecPlane for PgExecPlane {
         .bind(token.job_id.0)
         .bind(token.run_lease.0)
         .bind(token.claim_slot)
+        .bind(token.batch_id)
+        .bind(token.item)
         .bind(progress.percent)
         .bind(
             progress

@@ -18,8 +18,11 @@ RETURNS void LANGUAGE sql AS $fn$
     ON CONFLICT (queue, state) DO UPDATE
        SET total = r.total + EXCLUDED.total, updated_at = now();
     INSERT INTO {schema}.history_horizon AS h (singleton, pruned_through_job_id, pruned_at)
-    SELECT true, max(d.job_id), now() FROM {schema}.done_entries d WHERE d.slot = p_slot
-    HAVING max(d.job_id) IS NOT NULL
+    SELECT true, max(x.job_id), now()
+      FROM (SELECT max(d.job_id) AS job_id FROM {schema}.done_entries d WHERE d.slot = p_slot
+            UNION ALL
+            SELECT max(b.hi_job_id) FROM {schema}.done_batches b WHERE b.slot = p_slot) x
+    HAVING max(x.job_id) IS NOT NULL
     ON CONFLICT (singleton) DO UPDATE
        SET pruned_through_job_id = greatest(h.pruned_through_job_id, EXCLUDED.pruned_through_job_id),
            pruned_at = now()

@@ -1,11 +1,15 @@
 -- awa.install_history_plane(schema, queue_slots)
 --
--- Terminal history. A done entry is a compact fact (who, which attempt,
--- which outcome, when); the job body is not copied when it is still in the
--- ready entry of the same queue-ring slot, which is the common case, so
--- completing a job writes a small row. Done entries share the queue ring:
--- slot k's history goes when slot k is reclaimed, which is what makes the
--- retention window "slot count x rotation interval".
+-- Terminal history, in two shapes that share the queue ring (slot k's
+-- history goes when slot k is reclaimed, which is what makes the retention
+-- window "slot count x rotation interval"):
+--   done_batches: the hot path. One row per finish call, queue slot and
+--     queue, listing the jobs it completed whose bodies are in that slot's
+--     ready entries (not copied). A batch of 100 completions is one row.
+--   done_entries: one row per job, for failures, cancellations and
+--     completions whose body is not in the slot (parked attempts, a job
+--     cancelled while deferred): the body is copied into the row then.
+-- terminal_jobs reads both and returns one row per terminal job.
 CREATE OR REPLACE FUNCTION awa.install_history_plane(p_schema text, p_queue_slots integer)
 RETURNS void LANGUAGE plpgsql SECURITY INVOKER AS $fn$
 DECLARE
@@ -31,7 +35,31 @@ BEGIN
         EXECUTE format('CREATE TABLE IF NOT EXISTS %1$I.%2$I PARTITION OF %1$I.done_entries FOR VALUES IN (%3$s)',
                        p_schema, 'done_entries_' || i, i);
     END LOOP;
+    -- job dump / list by id (the hot path never reads history).
     EXECUTE format('CREATE INDEX IF NOT EXISTS done_entries_job_idx ON %1$I.done_entries (job_id)', p_schema);
+
+    EXECUTE format($ddl$
+        CREATE TABLE IF NOT EXISTS %1$I.done_batches (
+            slot         integer     NOT NULL,
+            queue        text        NOT NULL,
+            finalized_at timestamptz NOT NULL DEFAULT now(),
+            lo_job_id    bigint      NOT NULL,  -- min(job_ids), max(job_ids):
+            hi_job_id    bigint      NOT NULL,  -- what the lookup index covers
+            -- Completed job i: job_ids[i], its lease, attempt and the lane
+            -- position of its body in ready_entries of this slot.
+            job_ids      bigint[]    NOT NULL,
+            run_leases   bigint[]    NOT NULL,
+            attempts     integer[]   NOT NULL,
+            ready_seqs   bigint[]    NOT NULL,
+            CHECK (lo_job_id <= hi_job_id)
+        ) PARTITION BY LIST (slot)$ddl$, p_schema);
+    FOR i IN 0 .. p_queue_slots - 1 LOOP
+        EXECUTE format('CREATE TABLE IF NOT EXISTS %1$I.%2$I PARTITION OF %1$I.done_batches FOR VALUES IN (%3$s) WITH (toast_tuple_target = 8160)',
+                       p_schema, 'done_batches_' || i, i);
+    END LOOP;
+    -- job dump / list by id: which batches may hold a job (one entry per
+    -- batch row, not per job).
+    EXECUTE format('CREATE INDEX IF NOT EXISTS done_batches_jobs_idx ON %1$I.done_batches USING gist (int8range(lo_job_id, hi_job_id, ''[]''))', p_schema);
 
     -- Exact counts without counting rows: terminal transitions append deltas
     -- in the queue-ring slot of the job's terminal fact; retiring a slot
@@ -68,7 +96,8 @@ BEGIN
             pruned_at             timestamptz NOT NULL
         )$ddl$, p_schema);
 
-    -- The public read view: terminal facts hydrated with their bodies.
+    -- The public read view: terminal facts hydrated with their bodies, one
+    -- row per terminal job whichever shape its fact has.
     EXECUTE format($ddl$
         CREATE OR REPLACE VIEW %1$I.terminal_jobs AS
         SELECT d.job_id                                                AS id,
@@ -91,6 +120,17 @@ BEGIN
          -- A retired slot is gone for every snapshot that sees its marker.
          WHERE NOT EXISTS (SELECT 1 FROM %1$I.ring_retirements x
                             WHERE x.ring = 'queue' AND x.slot = d.slot)
+        UNION ALL
+        SELECT u.job_id, b.queue, r.kind, r.args, r.priority, 'completed'::text, u.attempt,
+               r.max_attempts, u.run_lease, r.created_at, b.finalized_at, NULL::text, r.metadata,
+               b.slot
+          FROM %1$I.done_batches b
+         CROSS JOIN LATERAL unnest(b.job_ids, b.run_leases, b.attempts, b.ready_seqs)
+               AS u(job_id, run_lease, attempt, ready_seq)
+          LEFT JOIN %1$I.ready_entries r
+            ON r.slot = b.slot AND r.job_id = u.job_id AND r.lane_seq = u.ready_seq
+         WHERE NOT EXISTS (SELECT 1 FROM %1$I.ring_retirements x
+                            WHERE x.ring = 'queue' AND x.slot = b.slot)
     $ddl$, p_schema);
 END
 $fn$;

@@ -3,7 +3,8 @@
 -- together give it. live_jobs never reads history, so its cost is bounded
 -- by live work, not by retained history. For operators and tests; the hot path never reads it.
 --   available      ready entry past its lane head, not tombstoned
---   running        claim receipt without a closure, or a parked attempt
+--   running        an open item of a claim batch (no closure link lists
+--                  it), or a parked attempt
 --   scheduled / retryable / snoozed   deferred row (released: available)
 --   completed / failed / cancelled    terminal_jobs
 --   dead_lettered  dlq entry
@@ -20,12 +21,17 @@ SELECT e.job_id AS id, e.queue, e.kind, e.args, e.priority, 'available'::text AS
    AND NOT EXISTS (SELECT 1 FROM {schema}.ready_tombstones t
                     WHERE t.slot = e.slot AND t.job_id = e.job_id AND t.lane_seq = e.lane_seq)
 UNION ALL
-SELECT r.job_id, r.queue, e.kind, e.args, e.priority, 'running', r.attempt, e.max_attempts,
-       r.run_lease, e.created_at, r.claimed_at, NULL, e.metadata
-  FROM {schema}.claim_receipts r
-  JOIN {schema}.ready_entries e ON e.slot = r.ready_slot AND e.job_id = r.job_id AND e.lane_seq = r.ready_seq
+SELECT u.job_id, b.queue, e.kind, e.args, e.priority, 'running', u.attempt, e.max_attempts,
+       u.run_lease, e.created_at, b.claimed_at, NULL, e.metadata
+  FROM {schema}.claim_batches b
+ CROSS JOIN LATERAL unnest(b.job_ids, b.run_leases, b.attempts, b.ready_slots, b.ready_seqs)
+       WITH ORDINALITY AS u(job_id, run_lease, attempt, ready_slot, ready_seq, item)
+  JOIN {schema}.ready_entries e ON e.slot = u.ready_slot AND e.job_id = u.job_id AND e.lane_seq = u.ready_seq
+ -- A batch whose last link closed it is skipped with one probe.
  WHERE NOT EXISTS (SELECT 1 FROM {schema}.claim_closures c
-                    WHERE c.slot = r.slot AND c.job_id = r.job_id AND c.run_lease = r.run_lease)
+                    WHERE c.slot = b.slot AND c.batch_id = b.batch_id AND c.open_after = 0)
+   AND NOT EXISTS (SELECT 1 FROM {schema}.claim_closures c
+                    WHERE c.slot = b.slot AND c.batch_id = b.batch_id AND u.item = ANY (c.items))
 UNION ALL
 SELECT p.job_id, p.queue, p.kind, p.args, p.priority, 'running', p.attempt, p.max_attempts,
        p.run_lease, p.created_at, p.claimed_at, NULL, p.metadata

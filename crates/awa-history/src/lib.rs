@@ -1,9 +1,12 @@
 //! Terminal history: what happened to every finished job.
 //!
-//! Owns (per substrate schema): `done_entries_<n>` (in the queue ring),
-//! `count_deltas`, `count_rollups` and the public read view
-//! `terminal_jobs`, which hydrates compact terminal facts with the job body
-//! still held by the ready ring.
+//! Owns (per substrate schema): `done_batches_<n>` (one row per finish
+//! call, queue slot and queue for the completions of that call) and
+//! `done_entries_<n>` (one row per failed or cancelled job, or a completion
+//! whose body had to be copied), both in the queue ring; `count_deltas`,
+//! `count_rollups` and the public read view `terminal_jobs`, which
+//! hydrates both shapes with the job body still held by the ready ring and
+//! returns one row per terminal job.
 //!
 //! Does not own: job bodies, or the decision to reclaim a slot; history is
 //! retained for as long as its queue-ring slot lives.
@@ -21,6 +24,7 @@ pub const INSTALL_SQL: &str = include_str!("../sql/install_history_plane.sql");
 /// read view (terminal_jobs is created by the DDL above).
 pub const FUNCTIONS: &[(&str, &str)] = &[
     ("jobs", include_str!("../sql/view_jobs.sql")),
+    ("terminal_job", include_str!("../sql/fn_terminal_job.sql")),
     (
         "history_retire_slot",
         include_str!("../sql/fn_history_retire_slot.sql"),

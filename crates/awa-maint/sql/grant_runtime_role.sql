@@ -61,11 +61,14 @@
 --                                   retry); claim/finish/views read
 --   ready_tombstones          SI    cancel of a waiting job
 --   done_entries              SI    finish/cancel terminal facts
+--   done_batches              SI    finish (completions, one row per call
+--                                   and slot); views read
 --   count_deltas              SID   finish/cancel; prune folds (delete)
---   claim_receipts            SI    claim; finish/heartbeat/rescue read
---   claim_closures            SI    finish (the guard: primary key insert)
+--   claim_batches             SI    claim; finish/heartbeat/rescue read
+--   claim_closures            SI    finish, exec_park (the guard: the
+--                                   next link's primary key)
 --   leases                    SIU   heartbeat
---   <ring family>_<n>         ST    the slot partitions of the seven ring
+--   <ring family>_<n>         ST    the slot partitions of the eight ring
 --                                   families above: ring_slot_empty reads
 --                                   them directly; prune locks (T is
 --                                   enough for ACCESS EXCLUSIVE) and
@@ -74,6 +77,7 @@
 --   terminal_jobs, live_jobs, jobs (views)
 --                             S     job dump/list, pending, health, stats
 --   job_id_seq (sequence)     USAGE enqueue (nextval); never setval
+--   claim_batch_seq (sequence) USAGE claim (nextval); never setval
 --   ready_seq  (sequence)     USAGE, SELECT  ready_append (nextval),
 --                                   ready_take reads last_value
 -- Functions: EXECUTE on the substrate's runtime functions (those the
@@ -126,20 +130,23 @@ DECLARE
         ['substrate', 'ready_entries',            'SELECT, INSERT'],
         ['substrate', 'ready_tombstones',         'SELECT, INSERT'],
         ['substrate', 'done_entries',             'SELECT, INSERT'],
+        ['substrate', 'done_batches',             'SELECT, INSERT'],
         ['substrate', 'count_deltas',             'SELECT, INSERT, DELETE'],
-        ['substrate', 'claim_receipts',           'SELECT, INSERT'],
+        ['substrate', 'claim_batches',            'SELECT, INSERT'],
         ['substrate', 'claim_closures',           'SELECT, INSERT'],
         ['substrate', 'leases',                   'SELECT, INSERT, UPDATE'],
         ['substrate', 'terminal_jobs',            'SELECT'],
         ['substrate', 'live_jobs',                'SELECT'],
         ['substrate', 'jobs',                     'SELECT'],
         ['substrate', 'job_id_seq',               'USAGE'],
+        ['substrate', 'claim_batch_seq',          'USAGE'],
         ['substrate', 'ready_seq',                'USAGE, SELECT'],
         ['slot',      'ready_entries',            'SELECT, TRUNCATE'],
         ['slot',      'ready_tombstones',         'SELECT, TRUNCATE'],
         ['slot',      'done_entries',             'SELECT, TRUNCATE'],
+        ['slot',      'done_batches',             'SELECT, TRUNCATE'],
         ['slot',      'count_deltas',             'SELECT, TRUNCATE'],
-        ['slot',      'claim_receipts',           'SELECT, TRUNCATE'],
+        ['slot',      'claim_batches',            'SELECT, TRUNCATE'],
         ['slot',      'claim_closures',           'SELECT, TRUNCATE'],
         ['slot',      'leases',                   'SELECT, TRUNCATE']];
     v_rel record;

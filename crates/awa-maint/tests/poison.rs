@@ -37,7 +37,7 @@ impl Handler for Handlers {
 
 async fn completed(pool: &sqlx::PgPool, queue: &str) -> i64 {
     sqlx::query_scalar(
-        "SELECT count(*) FROM awa.done_entries WHERE state = 'completed' AND queue = $1",
+        "SELECT count(*) FROM awa.terminal_jobs WHERE state = 'completed' AND queue = $1",
     )
     .bind(queue)
     .fetch_one(pool)

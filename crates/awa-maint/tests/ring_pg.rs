@@ -286,7 +286,7 @@ impl Pg {
                     )?;
                     let mut ids = BTreeSet::new();
                     for (t, pg) in taken.iter().zip(&call) {
-                        let (batch, item) = batch_item(pg)?;
+                        let (batch, item) = (pg.batch_id, pg.item);
                         ids.insert(batch);
                         same("item of the claimed job", t.item as i32, item)?;
                         self.map_batch(batch, t.batch)?;

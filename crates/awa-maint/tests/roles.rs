@@ -340,14 +340,16 @@ const SUBSTRATE: &[(&str, &str)] = &[
     ("ready_entries", "SI"),
     ("ready_tombstones", "SI"),
     ("done_entries", "SI"),
+    ("done_batches", "SI"),
     ("count_deltas", "SID"),
-    ("claim_receipts", "SI"),
+    ("claim_batches", "SI"),
     ("claim_closures", "SI"),
     ("leases", "SIU"),
     ("terminal_jobs", "S"),
     ("live_jobs", "S"),
     ("jobs", "S"),
     ("job_id_seq", "G"),
+    ("claim_batch_seq", "G"),
     ("ready_seq", "GS"),
 ];
 /// Ring families: their slot partitions `<family>_<n>` are read directly
@@ -356,8 +358,9 @@ const SLOT_FAMILIES: &[&str] = &[
     "ready_entries",
     "ready_tombstones",
     "done_entries",
+    "done_batches",
     "count_deltas",
-    "claim_receipts",
+    "claim_batches",
     "claim_closures",
     "leases",
 ];

@@ -139,7 +139,7 @@ async fn one_unclaimed_job_on_an_unserved_queue_does_not_stop_reclamation() {
     // Before the fix prune stopped at "job 1 is still waiting to be claimed"
     // and every row of all 40 rounds stayed.
     let ready = count(&pool, "SELECT count(*) FROM awa.ready_entries").await;
-    let done = count(&pool, "SELECT count(*) FROM awa.done_entries").await;
+    let done = count(&pool, "SELECT count(*) FROM (SELECT job_id, queue, state FROM awa.done_entries UNION ALL SELECT u.job_id, b.queue, 'completed' FROM awa.done_batches b, unnest(b.job_ids) AS u(job_id)) d").await;
     assert!(
         ready <= BOUND,
         "ready rows {ready} > {BOUND}; outcomes {outcomes:?}"
@@ -261,7 +261,7 @@ async fn a_job_that_outlives_the_rings_is_parked_and_still_finishes_once() {
     );
     for (table, bound) in [
         ("ready_entries", BOUND),
-        ("claim_receipts", 8 * 20 + 4),
+        ("claim_batches", 8 * 20 + 4),
         ("leases", 2),
     ] {
         let n = count(&pool, &format!("SELECT count(*) FROM awa.{table}")).await;

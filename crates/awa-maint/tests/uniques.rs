@@ -302,9 +302,7 @@ async fn racing_producers_finishers_and_cancellers_keep_keys_unique() {
                     .unwrap();
                     if !holds {
                         let how: Vec<(String, String)> = sqlx::query_as(
-                            "SELECT 'done', state FROM awa.done_entries WHERE job_id = $1
-                             UNION ALL SELECT 'receipt', run_lease::text FROM awa.claim_receipts WHERE job_id = $1
-                             UNION ALL SELECT 'closure', outcome FROM awa.claim_closures WHERE job_id = $1
+                            "SELECT 'done', state FROM awa.jobs WHERE id = $1
                              UNION ALL SELECT 'tomb', lane_seq::text FROM awa.ready_tombstones WHERE job_id = $1
                              UNION ALL SELECT 'key', coalesce((SELECT job_id::text FROM awa.job_uniques WHERE unique_key = $2), 'none')",
                         )
@@ -467,7 +465,7 @@ async fn racing_producers_finishers_and_cancellers_keep_keys_unique() {
     assert_eq!(keyless, 0);
     // A job ends once: never cancelled while waiting and also claimed.
     let twice: Vec<(i64, i64)> = sqlx::query_as(
-        "SELECT job_id, count(*) FROM awa.done_entries GROUP BY job_id HAVING count(*) > 1",
+        "SELECT job_id, count(*) FROM (SELECT job_id, queue, state FROM awa.done_entries UNION ALL SELECT u.job_id, b.queue, 'completed' FROM awa.done_batches b, unnest(b.job_ids) AS u(job_id)) d GROUP BY job_id HAVING count(*) > 1",
     )
     .fetch_all(&pool)
     .await

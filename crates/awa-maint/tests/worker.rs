@@ -33,7 +33,7 @@ impl Handler for Recorder {
 }
 
 async fn completed(pool: &sqlx::PgPool) -> i64 {
-    sqlx::query_scalar("SELECT count(*) FROM awa.done_entries WHERE state = 'completed'")
+    sqlx::query_scalar("SELECT count(*) FROM awa.terminal_jobs WHERE state = 'completed'")
         .fetch_one(pool)
         .await
         .unwrap()
@@ -96,7 +96,7 @@ async fn eight_workers_drain_fifty_thousand_jobs_each_completed_once() {
     let runs = recorder.0.lock().unwrap().clone();
     assert_eq!(runs.len(), JOBS, "every job ran");
     assert!(runs.values().all(|&n| n == 1), "no job ran twice");
-    let distinct: i64 = sqlx::query_scalar("SELECT count(DISTINCT job_id) FROM awa.done_entries")
+    let distinct: i64 = sqlx::query_scalar("SELECT count(DISTINCT id) FROM awa.terminal_jobs")
         .fetch_one(&pool)
         .await
         .unwrap();
@@ -449,7 +449,7 @@ async fn a_killed_worker_with_a_buffer_has_every_job_rescued_and_completed_once(
     assert_eq!(runs.len(), JOBS, "every job ran to completion");
     assert!(runs.values().all(|&n| n == 1), "no job completed twice");
     let per_job: Vec<i64> = sqlx::query_scalar(
-        "SELECT count(*) FROM awa.done_entries WHERE state = 'completed' \
+        "SELECT count(*) FROM (SELECT job_id, queue, state FROM awa.done_entries UNION ALL SELECT u.job_id, b.queue, 'completed' FROM awa.done_batches b, unnest(b.job_ids) AS u(job_id)) d WHERE state = 'completed' \
          GROUP BY job_id ORDER BY job_id",
     )
     .fetch_all(&pool)

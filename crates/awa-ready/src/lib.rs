@@ -7,7 +7,7 @@
 //! lane head (control plane), a cancellation adds a tombstone, and only the
 //! maintenance leader removes rows, a whole slot at a time.
 //!
-//! Does not own: lane heads and ring ledgers (awa-control), claim receipts
+//! Does not own: lane heads and ring ledgers (awa-control), claim batches
 //! (awa-exec), terminal facts (awa-history). It never truncates anything.
 
 mod error;

@@ -27,9 +27,13 @@ CREATE TABLE chaos.closures (
     outcome   text   NOT NULL
 );
 
+-- A closure link lists items of a claim batch: one copy per item.
 CREATE FUNCTION chaos.note_closure() RETURNS trigger LANGUAGE plpgsql AS $fn$
 BEGIN
-    INSERT INTO chaos.closures (job_id, run_lease, outcome) VALUES (NEW.job_id, NEW.run_lease, NEW.outcome);
+    INSERT INTO chaos.closures (job_id, run_lease, outcome)
+    SELECT b.job_ids[i.item], b.run_leases[i.item], coalesce(NEW.outcomes[i.ord], NEW.outcome)
+      FROM awa.claim_batches b, unnest(NEW.items) WITH ORDINALITY AS i(item, ord)
+     WHERE b.slot = NEW.slot AND b.batch_id = NEW.batch_id;
     RETURN NULL;
 END
 $fn$;
@@ -50,6 +54,15 @@ BEGIN
 END
 $fn$;
 
+-- A done batch lists completed jobs: one copy per job.
+CREATE FUNCTION chaos.note_done_batch() RETURNS trigger LANGUAGE plpgsql AS $fn$
+BEGIN
+    INSERT INTO chaos.facts (job_id, run_lease, state)
+    SELECT u.job_id, u.run_lease, 'completed' FROM unnest(NEW.job_ids, NEW.run_leases) AS u(job_id, run_lease);
+    RETURN NULL;
+END
+$fn$;
+
 CREATE FUNCTION chaos.note_dead() RETURNS trigger LANGUAGE plpgsql AS $fn$
 BEGIN
     INSERT INTO chaos.facts (job_id, run_lease, state) VALUES (NEW.job_id, NEW.run_lease, 'dead_lettered');
@@ -61,6 +74,8 @@ CREATE TRIGGER chaos_ready AFTER INSERT ON awa.ready_entries
     FOR EACH ROW EXECUTE FUNCTION chaos.note_ready();
 CREATE TRIGGER chaos_done AFTER INSERT ON awa.done_entries
     FOR EACH ROW EXECUTE FUNCTION chaos.note_done();
+CREATE TRIGGER chaos_done_batch AFTER INSERT ON awa.done_batches
+    FOR EACH ROW EXECUTE FUNCTION chaos.note_done_batch();
 CREATE TRIGGER chaos_closure AFTER INSERT ON awa.claim_closures
     FOR EACH ROW EXECUTE FUNCTION chaos.note_closure();
 CREATE TRIGGER chaos_dead AFTER INSERT ON awa.dlq_entries

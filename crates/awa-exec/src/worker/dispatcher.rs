@@ -6,7 +6,7 @@
 //! at most `max(claim_batch, 2 x concurrency)` jobs and about one claim
 //! batch of bytes), refills when half of them are gone, and starts one as
 //! each permit frees, with the claim call itself running concurrently.
-//! Buffered jobs hold open receipts: they are in the in-flight map from
+//! Buffered jobs hold open batch items: they are in the in-flight map from
 //! the moment they are claimed, so they are heartbeated like running
 //! ones, released on shutdown, and rescued if the worker dies.
 

@@ -3,7 +3,7 @@
 
 use super::ring_model::{How, MAX_ATTEMPTS, PruneOutcome, Ring, RotateOutcome, Shape, State};
 use awa_control::rings as pg;
-use awa_core::{AttemptToken, JobState, NewJob, QueueName, SchemaName, SlotCounts};
+use awa_core::{JobState, NewJob, QueueName, SchemaName, SlotCounts};
 use awa_exec::Finish;
 use sqlx::{Connection, PgConnection, Row};
 use std::fmt::Debug;
@@ -90,17 +90,6 @@ pub(super) fn prune_outcome(o: pg::PruneOutcome) -> Result<PruneOutcome, String>
         pg::PruneOutcome::Busy { slot: s } => PruneOutcome::Busy { slot: slot(s) },
         other => return Err(format!("prune answered {other:?}")),
     })
-}
-
-/// (batch_id, item) of a token. Read through serde so this file compiles
-/// both before and after `AttemptToken` gains the two fields (with the
-/// claim-batch SQL); once they are on main this is `(t.batch_id, t.item)`.
-pub(super) fn batch_item(t: &AttemptToken) -> Result<(i64, i32), String> {
-    let v = serde_json::to_value(t).map_err(err)?;
-    match (v["batch_id"].as_i64(), v["item"].as_i64()) {
-        (Some(batch), Some(item)) => Ok((batch, item as i32)),
-        _ => Err(format!("the attempt token has no batch_id / item: {v}")),
-    }
 }
 
 /// How a model finish is asked of the execution plane.
