@@ -8,7 +8,9 @@
 //! * what the long-lived REPEATABLE READ snapshot sees (it must see what it
 //!   saw when opened, and what the model says it sees),
 //! * each ring's current slot and retirement marker,
-//! * the rows in every ring slot,
+//! * the rows in every ring slot (a claim batch, a closure link and a done
+//!   batch are one row each), the open batch items, the closure links, the
+//!   done batches and the parked attempts,
 //! * the exact terminal totals of `queue_stats`,
 //!
 //! and the model's invariants are checked with PostgreSQL's own rotate and
@@ -25,8 +27,8 @@
 
 mod ring_model;
 
-use awa_control::rings::{self as pg, PgRings};
-use awa_core::{AttemptToken, JobId, JobState, NewJob, QueueName, SchemaName, SlotCounts};
+use awa_control::rings::PgRings;
+use awa_core::{AttemptToken, JobId};
 use awa_deferred::{DeferredPlane, PgDeferredPlane};
 use awa_exec::{ExecPlane, Finish, Frontier, PgExecPlane, Progress};
 use awa_history::{HistoryPlane, PgHistoryPlane};
@@ -34,153 +36,19 @@ use awa_ready::{PgReadyPlane, ReadyPlane};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
 use ring_model::{
-    Action, How, MAINTAIN_PASS, MAX_ATTEMPTS, Model, Op, PruneOutcome, Ring, RotateOutcome, Rules,
-    Shape, State, cases_from_env, ops,
+    Action, How, MAINTAIN_PASS, Model, Op, PruneOutcome, Ring, RotateOutcome, Rules, Shape, Token,
+    cases_from_env, ops,
 };
-use sqlx::{Connection, PgConnection, PgPool, Postgres, Row, Transaction};
-use std::collections::{BTreeMap, VecDeque};
-use std::fmt::Debug;
+use sqlx::{Connection, PgConnection, PgPool, Postgres, Transaction};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::time::{Duration, Instant};
 
-const SCHEMA: &str = "prop";
-const QUEUE: &str = "ring";
-const LOCK_TIMEOUT: Duration = Duration::from_millis(100);
-/// No single step may take longer (a hang is a failure, not a stuck CI).
-const STEP_TIMEOUT: Duration = Duration::from_secs(15);
+#[path = "ring_pg/convert.rs"]
+mod convert;
+#[path = "ring_pg/observe.rs"]
+mod observe;
 
-fn schema() -> SchemaName {
-    SchemaName::new(SCHEMA).unwrap()
-}
-
-fn queue() -> QueueName {
-    QueueName::new(QUEUE).unwrap()
-}
-
-fn new_jobs(n: usize) -> Vec<NewJob> {
-    (0..n)
-        .map(|_| {
-            let mut j = NewJob::new(queue(), "prop", serde_json::json!({}));
-            j.max_attempts = Some(MAX_ATTEMPTS);
-            j
-        })
-        .collect()
-}
-
-fn err(what: impl Debug) -> String {
-    format!("{what:?}")
-}
-
-fn same<T: PartialEq + Debug>(what: &str, model: T, postgres: T) -> Result<(), String> {
-    if model == postgres {
-        Ok(())
-    } else {
-        Err(format!(
-            "{what}: the model says {model:?}, PostgreSQL {postgres:?}"
-        ))
-    }
-}
-
-fn pg_ring(ring: Ring) -> pg::Ring {
-    match ring {
-        Ring::Queue => pg::Ring::Queue,
-        Ring::Claim => pg::Ring::Claim,
-        Ring::Lease => pg::Ring::Lease,
-    }
-}
-
-fn slot(s: i32) -> usize {
-    usize::try_from(s).expect("a slot number")
-}
-
-fn rotate_outcome(o: pg::RotateOutcome) -> RotateOutcome {
-    match o {
-        pg::RotateOutcome::Rotated {
-            from,
-            to,
-            generation,
-        } => RotateOutcome::Rotated {
-            from: slot(from),
-            to: slot(to),
-            generation: generation as u64,
-        },
-        pg::RotateOutcome::Idle => RotateOutcome::Idle,
-        pg::RotateOutcome::IncomingNotEmpty { slot: s } => {
-            RotateOutcome::IncomingNotEmpty { slot: slot(s) }
-        }
-        pg::RotateOutcome::LostRace => RotateOutcome::LostRace,
-    }
-}
-
-fn prune_outcome(o: pg::PruneOutcome) -> Result<PruneOutcome, String> {
-    Ok(match o {
-        pg::PruneOutcome::Retired { slot: s } => PruneOutcome::Retired { slot: slot(s) },
-        pg::PruneOutcome::Pruned { slot: s } => PruneOutcome::Pruned { slot: slot(s) },
-        pg::PruneOutcome::NothingToPrune => PruneOutcome::NothingToPrune,
-        pg::PruneOutcome::LiveRows { slot: s, .. } => PruneOutcome::LiveRows { slot: slot(s) },
-        pg::PruneOutcome::SnapshotPinned { slot: s, .. } => {
-            PruneOutcome::SnapshotPinned { slot: slot(s) }
-        }
-        pg::PruneOutcome::Busy { slot: s } => PruneOutcome::Busy { slot: slot(s) },
-        other => return Err(format!("prune answered {other:?}")),
-    })
-}
-
-fn job_state(s: State) -> JobState {
-    match s {
-        State::Available => JobState::Available,
-        State::Running => JobState::Running,
-        State::Retryable => JobState::Retryable,
-        State::Completed => JobState::Completed,
-        State::Failed => JobState::Failed,
-        State::Cancelled => JobState::Cancelled,
-    }
-}
-
-/// A fresh migrated database with the `prop` substrate and the test's one
-/// lane. The lane exists up front: creating a lane makes a second producer
-/// wait for the first one's commit (see `ready_append`), which would
-/// deadlock a single-threaded driver holding a late writer open.
-async fn fresh_db() -> Result<awa_harness::TestDb, String> {
-    let db = awa_maint::migrated_test_db().await.map_err(err)?;
-    let mut conn = PgConnection::connect(db.url()).await.map_err(err)?;
-    let shape = awa_core::SubstrateShape {
-        schema: schema(),
-        slots: SlotCounts::new(
-            Shape::SMALL.queue as i64,
-            Shape::SMALL.lease as i64,
-            Shape::SMALL.claim as i64,
-        )
-        .map_err(err)?,
-    };
-    awa_maint::substrate::prepare(&mut conn, &shape, false)
-        .await
-        .map_err(err)?;
-    sqlx::query("INSERT INTO prop.lane_heads (queue, priority, shard) VALUES ($1, 2, 0)")
-        .bind(QUEUE)
-        .execute(&mut conn)
-        .await
-        .map_err(err)?;
-    conn.close().await.map_err(err)?;
-    Ok(db)
-}
-
-async fn read_view(conn: &mut PgConnection) -> Result<View, String> {
-    let rows = sqlx::query("SELECT id, state FROM prop.jobs")
-        .fetch_all(conn)
-        .await
-        .map_err(err)?;
-    let mut out = Vec::with_capacity(rows.len());
-    for row in rows {
-        let state: String = row.get("state");
-        let state = State::parse(&state).ok_or_else(|| format!("unexpected state {state}"))?;
-        out.push((row.get::<i64, _>("id"), state));
-    }
-    out.sort();
-    Ok(out)
-}
-
-/// Rows of the `jobs` view: (id, state), sorted.
-type View = Vec<(i64, State)>;
+use convert::*;
 
 /// One case's PostgreSQL side.
 struct Pg {
@@ -191,7 +59,11 @@ struct Pg {
     writers: VecDeque<Transaction<'static, Postgres>>,
     /// The long-lived REPEATABLE READ reader and what it saw when opened.
     snapshot: Option<(Transaction<'static, Postgres>, View)>,
-    tokens: BTreeMap<i64, AttemptToken>,
+    /// Every token PostgreSQL handed out, by (job_id, run_lease).
+    tokens: BTreeMap<(i64, i64), AttemptToken>,
+    /// PostgreSQL's batch ids and the model's, both ways.
+    batches: BTreeMap<i64, i64>,
+    model_batches: BTreeMap<i64, i64>,
     /// Prune answers that were tolerated rather than expected.
     tolerated: Vec<String>,
 }
@@ -208,6 +80,8 @@ impl Pg {
             writers: VecDeque::new(),
             snapshot: None,
             tokens: BTreeMap::new(),
+            batches: BTreeMap::new(),
+            model_batches: BTreeMap::new(),
             tolerated: Vec::new(),
         })
     }
@@ -224,7 +98,8 @@ impl Pg {
         drop(self.db);
     }
 
-    /// Claim up to `want` jobs (at most `limit` per call). Claims are
+    /// Claim up to `want` jobs (at most `limit` per call); what each call
+    /// that took any job returned (one claim batch each). Claims are
     /// retried: the frontier also waits for other sessions' transactions on
     /// the cluster, and a call stops early at tombstoned entries. With a late
     /// writer open (`patient` false) an empty answer is final: the frontier
@@ -234,21 +109,25 @@ impl Pg {
         want: usize,
         limit: usize,
         patient: bool,
-    ) -> Result<Vec<AttemptToken>, String> {
+    ) -> Result<Vec<Vec<AttemptToken>>, String> {
         let plane = PgExecPlane::new(schema());
         let mut frontier = Frontier::default();
-        let mut out = Vec::new();
+        let mut out: Vec<Vec<AttemptToken>> = Vec::new();
+        let mut taken = 0;
         let deadline = Instant::now() + Duration::from_secs(10);
         let mut conn = self.pool.acquire().await.map_err(err)?;
         loop {
-            let ask = if want == 0 { limit } else { want - out.len() };
+            let ask = if want == 0 { limit } else { want - taken };
             let got = plane
                 .claim(&mut conn, &queue(), ask as i32, &mut frontier, None)
                 .await
                 .map_err(err)?;
             let empty = got.is_empty();
-            out.extend(got.into_iter().map(|c| c.token));
-            if want == 0 || out.len() >= want || (empty && !patient) || Instant::now() > deadline {
+            taken += got.len();
+            if !empty {
+                out.push(got.into_iter().map(|c| c.token).collect());
+            }
+            if want == 0 || taken >= want || (empty && !patient) || Instant::now() > deadline {
                 return Ok(out);
             }
             if empty {
@@ -294,6 +173,56 @@ impl Pg {
         })
     }
 
+    /// PostgreSQL's token of job `id`'s running attempt.
+    fn token(&self, m: &Model, id: i64) -> Result<AttemptToken, String> {
+        let t = m
+            .token(id)
+            .ok_or_else(|| format!("job {id} is not running"))?;
+        self.tokens
+            .get(&t.attempt_key())
+            .copied()
+            .ok_or_else(|| format!("no token of attempt {}/{}", t.job, t.run_lease))
+    }
+
+    /// Record that PostgreSQL's batch `pg` is the model's `model`.
+    fn map_batch(&mut self, pg: i64, model: i64) -> Result<(), String> {
+        let a = *self.batches.entry(pg).or_insert(model);
+        let b = *self.model_batches.entry(model).or_insert(pg);
+        if a != model || b != pg {
+            return Err(format!(
+                "batch ids: PostgreSQL's batch {pg} is the model's {model}, but was {a} \
+                 (and the model's {model} was PostgreSQL's {b})"
+            ));
+        }
+        Ok(())
+    }
+
+    /// One finish call for several running attempts, on both sides.
+    async fn finish(&mut self, m: &mut Model, list: &[(i64, How)]) -> Result<(), String> {
+        let calls = list
+            .iter()
+            .map(|&(id, how)| Ok((self.token(m, id)?, pg_finish(how))))
+            .collect::<Result<Vec<_>, String>>()?;
+        let want: Vec<_> = m
+            .finish_many(list)
+            .into_iter()
+            .map(|w| (w.is_some(), w.map(job_state)))
+            .collect();
+        let mut conn = self.pool.acquire().await.map_err(err)?;
+        let got: Vec<_> = PgExecPlane::new(schema())
+            .finish(&mut conn, &calls)
+            .await
+            .map_err(err)?
+            .into_iter()
+            .map(|f| (f.accepted, f.next_state))
+            .collect();
+        same("finish (accepted, next state) per attempt", want, got)?;
+        if list.iter().any(|(_, how)| *how == How::Rescue) {
+            rescued_are_due(&mut conn).await?;
+        }
+        Ok(())
+    }
+
     /// Apply one action to both sides and compare what each returned.
     async fn apply(&mut self, m: &mut Model, action: Action) -> Result<(), String> {
         let exec = PgExecPlane::new(schema());
@@ -321,7 +250,7 @@ impl Pg {
                         t.ready_seq,
                     )
                 };
-                let model_key = |t: &ring_model::Token| {
+                let model_key = |t: &Token| {
                     (
                         t.job,
                         t.run_lease,
@@ -332,8 +261,8 @@ impl Pg {
                 };
                 let want: Vec<_> = m.claimable(n).iter().map(model_key).collect();
                 let patient = m.open_writers() == 0;
-                let got = self.claim(want.len(), n, patient).await?;
-                let got_keys: Vec<_> = got.iter().map(key).collect();
+                let calls = self.claim(want.len(), n, patient).await?;
+                let got: Vec<_> = calls.iter().flatten().map(key).collect();
                 // With a late writer open the frontier may hold back the
                 // rest at any point; what it lets through is the model's.
                 let expected = if patient {
@@ -344,33 +273,43 @@ impl Pg {
                 same(
                     "claimed (job, run_lease, claim_slot, ready_slot, lane_seq)",
                     expected.to_vec(),
-                    got_keys,
+                    got,
                 )?;
-                let taken: Vec<_> = m.claim(got.len()).iter().map(model_key).collect();
-                same("claimed", taken, got.iter().map(key).collect())?;
-                self.tokens.extend(got.into_iter().map(|t| (t.job_id.0, t)));
+                // One batch per claim call that took any job: the model
+                // follows PostgreSQL's split into calls.
+                for call in calls {
+                    let taken = m.claim(call.len());
+                    same(
+                        "claimed",
+                        taken.iter().map(model_key).collect::<Vec<_>>(),
+                        call.iter().map(key).collect(),
+                    )?;
+                    let mut ids = BTreeSet::new();
+                    for (t, pg) in taken.iter().zip(&call) {
+                        let (batch, item) = (pg.batch_id, pg.item);
+                        ids.insert(batch);
+                        same("item of the claimed job", t.item as i32, item)?;
+                        self.map_batch(batch, t.batch)?;
+                    }
+                    same("batches written by one claim call", 1, ids.len())?;
+                    self.tokens
+                        .extend(call.into_iter().map(|t| ((t.job_id.0, t.run_lease.0), t)));
+                }
             }
-            Action::Finish(id, how) => {
-                let want = m.finish(id, how);
-                let token = self.tokens[&id];
-                let finish = match how {
-                    How::Complete => Finish::Complete,
-                    How::Retry => Finish::Retry {
-                        delay: Some(Duration::ZERO),
-                        error: "prop: retry".into(),
-                    },
-                    How::Fail => Finish::Fail {
-                        error: "prop: fail".into(),
-                    },
-                    How::Cancel | How::Rescue => unreachable!("not generated"),
-                };
+            Action::Finish(id, how) => self.finish(m, &[(id, how)]).await?,
+            Action::FinishMany(list) => self.finish(m, &list).await?,
+            Action::FinishStale(t) => {
+                let want = m.finish_stale(t);
+                let token = *self
+                    .tokens
+                    .get(&t.attempt_key())
+                    .ok_or("a stale token PostgreSQL never handed out")?;
                 let mut conn = self.pool.acquire().await.map_err(err)?;
                 let got = exec
-                    .finish(&mut conn, &[(token, finish)])
+                    .finish(&mut conn, &[(token, Finish::Complete)])
                     .await
                     .map_err(err)?;
-                same("finish accepted", true, got[0].accepted)?;
-                same("next state", Some(job_state(want)), got[0].next_state)?;
+                same("stale finish accepted", want.is_some(), got[0].accepted)?;
             }
             Action::Cancel(id) => {
                 let want = m.cancel(id);
@@ -379,8 +318,8 @@ impl Pg {
                 same("cancelled from", want.map(str::to_string), got)?;
             }
             Action::Heartbeat(id) => {
+                let token = self.token(m, id)?;
                 let want = m.heartbeat(id);
-                let token = self.tokens[&id];
                 let mut conn = self.pool.acquire().await.map_err(err)?;
                 let got = exec
                     .heartbeat(&mut conn, &token, &Progress::default())
@@ -405,12 +344,7 @@ impl Pg {
                     .await
                     .map_err(err)?;
                 same("rescued", want.len() as u64, got)?;
-                // Rescue retries with the default backoff (seconds); the model
-                // has no clock, so make them due now, like a delay-0 retry.
-                sqlx::query("UPDATE prop.deferred_jobs SET run_at = now() WHERE run_at > now()")
-                    .execute(&mut *conn)
-                    .await
-                    .map_err(err)?;
+                rescued_are_due(&mut conn).await?;
             }
             Action::Rotate(ring) => self.rotate(m, ring).await?,
             Action::RacingRotate(ring) => {
@@ -490,97 +424,6 @@ impl Pg {
         Ok(())
     }
 
-    /// Compare everything observable with the model, then check the model.
-    async fn observe(&mut self, m: &Model) -> Result<(), String> {
-        let mut conn = self.pool.acquire().await.map_err(err)?;
-        same("jobs view", m.view(), read_view(&mut conn).await?)?;
-        if let Some((tx, first)) = &mut self.snapshot {
-            let now = read_view(tx).await?;
-            same(
-                "the open snapshot's view (then vs now)",
-                first.clone(),
-                now.clone(),
-            )?;
-            same(
-                "the open snapshot's view",
-                m.snapshot_view().unwrap_or_default(),
-                now,
-            )?;
-        }
-        let rows = sqlx::query(
-            "SELECT DISTINCT ON (ring) ring, slot FROM prop.ring_ledger ORDER BY ring, generation DESC",
-        )
-        .fetch_all(&mut *conn)
-        .await
-        .map_err(err)?;
-        let current: BTreeMap<String, i32> = rows
-            .iter()
-            .map(|r| (r.get("ring"), r.get("slot")))
-            .collect();
-        let retired: BTreeMap<String, i32> =
-            sqlx::query("SELECT ring, slot FROM prop.ring_retirements")
-                .fetch_all(&mut *conn)
-                .await
-                .map_err(err)?
-                .iter()
-                .map(|r| (r.get("ring"), r.get("slot")))
-                .collect();
-        for ring in Ring::ALL {
-            same(
-                &format!("current {} slot", ring.as_str()),
-                Some(m.current(ring) as i32),
-                current.get(ring.as_str()).copied(),
-            )?;
-            same(
-                &format!("retired {} slot", ring.as_str()),
-                m.retired(ring).map(|s| s as i32),
-                retired.get(ring.as_str()).copied(),
-            )?;
-        }
-        let slot_rows: BTreeMap<(Ring, usize), usize> = sqlx::query(
-            // Batch rows count once per job they list (the model's
-            // per-job evidence).
-            "SELECT ring, slot, sum(n)::bigint AS n FROM (
-                 SELECT 'queue' AS ring, slot, 1 AS n FROM prop.ready_entries
-                 UNION ALL SELECT 'queue', slot, 1 FROM prop.ready_tombstones
-                 UNION ALL SELECT 'queue', slot, 1 FROM prop.done_entries
-                 UNION ALL SELECT 'queue', slot, cardinality(job_ids) FROM prop.done_batches
-                 UNION ALL SELECT 'queue', slot, 1 FROM prop.count_deltas
-                 UNION ALL SELECT 'claim', slot, cardinality(job_ids) FROM prop.claim_batches
-                 UNION ALL SELECT 'claim', slot, cardinality(items) FROM prop.claim_closures
-                 UNION ALL SELECT 'lease', slot, 1 FROM prop.leases) r
-             GROUP BY ring, slot",
-        )
-        .fetch_all(&mut *conn)
-        .await
-        .map_err(err)?
-        .iter()
-        .map(|r| {
-            let ring = match r.get::<String, _>("ring").as_str() {
-                "queue" => Ring::Queue,
-                "claim" => Ring::Claim,
-                _ => Ring::Lease,
-            };
-            ((ring, slot(r.get("slot"))), r.get::<i64, _>("n") as usize)
-        })
-        .collect();
-        same("rows per ring slot", m.slot_rows(), slot_rows)?;
-        let stats = PgHistoryPlane::new(schema())
-            .queue_stats(&mut conn, None)
-            .await
-            .map_err(err)?;
-        let totals: BTreeMap<State, i64> = stats
-            .get(QUEUE)
-            .into_iter()
-            .flatten()
-            .filter_map(|(s, n)| Some((State::parse(s)?, *n)))
-            .filter(|(s, n)| s.is_terminal() && *n != 0)
-            .collect();
-        same("exact terminal totals", m.totals(), totals)?;
-        m.check()?;
-        m.check_bounded()
-    }
-
     /// End quietly: the snapshot closes, late writers commit, and leader
     /// passes run until nothing changes; then storage must be bounded.
     async fn settle(&mut self, m: &mut Model) -> Result<(), String> {
@@ -646,7 +489,7 @@ async fn run_case_seen(
         for (i, op) in ops.iter().enumerate() {
             let action = model.resolve(op);
             let step = async {
-                pg.apply(&mut model, action).await?;
+                pg.apply(&mut model, action.clone()).await?;
                 pg.observe(&model).await
             };
             tokio::time::timeout(STEP_TIMEOUT, step)
@@ -774,6 +617,77 @@ fn the_rings_wrap_around_and_racing_rotators_rotate_once() {
         ops.push(RacingRotate(Ring::Queue));
         ops.push(Maintain);
     }
+    replay(&ops);
+}
+
+/// Claim batches: a batch claim, its partial closure by a single finish,
+/// a rescue of one of its items, a many-attempt finish over two batches, a
+/// stale token, and maintenance around them.
+#[test]
+fn batches_closed_piece_by_piece() {
+    use Op::*;
+    replay(&[
+        Enqueue(4),
+        Claim(3),
+        Heartbeat(1),
+        Complete(0),
+        RescueOne(0),
+        Claim(1),
+        CompleteMany(0, 2),
+        Maintain,
+        Promote,
+        Claim(2),
+        FinishMany(0, 2),
+        FinishStale(0),
+        FinishStale(1),
+        Maintain,
+    ]);
+}
+
+/// A batch over two queue slots: one success writes a done batch in each;
+/// then one over two slots, partially closed, whose older slot is
+/// evacuated (one item parked, the others left open), finished in one call
+/// with the parked attempt.
+#[test]
+fn a_batch_over_two_queue_slots_and_its_partial_evacuation() {
+    use Op::*;
+    replay(&[
+        Enqueue(2),
+        Rotate(Ring::Queue),
+        Enqueue(2),
+        Claim(4),
+        CompleteMany(0, 4),
+        Maintain,
+        Enqueue(2),
+        Rotate(Ring::Queue),
+        Enqueue(2),
+        Claim(4),
+        Complete(0),
+        Prune(Ring::Queue),
+        CompleteMany(0, 3),
+        Maintain,
+        Maintain,
+    ]);
+}
+
+/// The claim ring comes round to a partially closed batch: its open items
+/// are parked with one link, then finished.
+#[test]
+fn the_claim_ring_parks_a_partially_closed_batch() {
+    use Op::*;
+    let mut ops = vec![Enqueue(3), Claim(3), Complete(0)];
+    for _ in 0..3 {
+        ops.extend([Enqueue(1), Claim(1), Complete(2), Rotate(Ring::Claim)]);
+    }
+    ops.extend([
+        Enqueue(1),
+        Claim(1),
+        Complete(2),
+        Prune(Ring::Claim),
+        Prune(Ring::Claim),
+        CompleteMany(0, 2),
+        Maintain,
+    ]);
     replay(&ops);
 }
 

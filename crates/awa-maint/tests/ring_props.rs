@@ -1,7 +1,9 @@
 //! Property tests of ring reclamation on the reference model alone
-//! (`ring_model`): random sequences of job-path, maintenance, late-writer,
-//! snapshot, leader-crash and racing-rotator steps, with every invariant of
-//! the brief's section 4 checked after every step. `ring_pg.rs` replays the
+//! (`ring_model`): random sequences of job-path (claim batches, single and
+//! many-attempt finishes, rescues of one or all, stale finishes),
+//! maintenance, late-writer, snapshot, leader-crash and racing-rotator
+//! steps, with every invariant of the brief's section 4 (and those of the
+//! compact batch evidence) checked after every step. `ring_pg.rs` replays the
 //! same kind of sequences against PostgreSQL.
 //!
 //! 256 cases by default; more with
@@ -305,6 +307,275 @@ fn under_the_proposed_rules_a_late_commit_into_a_retired_slot_unretires_it() {
 }
 
 // ---------------------------------------------------------------------------
+// Compact batch evidence: one claim batch per claim call, one closure link
+// per finish call and batch, one done batch per finish call and body slot.
+
+fn rows(m: &Model, ring: Ring, slot: usize) -> usize {
+    m.slot_rows().get(&(ring, slot)).copied().unwrap_or(0)
+}
+
+#[test]
+fn a_claim_call_writes_one_batch_and_each_finish_call_one_link() {
+    use Op::*;
+    let mut m = Model::new(Shape::SMALL);
+    replay(&mut m, &[Enqueue(3), Claim(3)]);
+    assert_eq!(rows(&m, Ring::Claim, 0), 1, "one batch row for three jobs");
+    let items: Vec<_> = (1..=3)
+        .map(|j| m.token(j).map(|t| (t.batch, t.item)))
+        .collect();
+    assert_eq!(items, vec![Some((1, 1)), Some((1, 2)), Some((1, 3))]);
+    // One completion: one link, one done batch, one delta.
+    replay(&mut m, &[Complete(0)]);
+    assert_eq!(m.links(), vec![(0, 1, 1, vec![1])]);
+    assert_eq!(m.open_items(), vec![(0, 1, 2, 2, 1), (0, 1, 3, 3, 1)]);
+    assert_eq!(rows(&m, Ring::Claim, 0), 2);
+    assert_eq!(rows(&m, Ring::Queue, 0), 3 + 1 + 1);
+    // Two completions in one call: one more link, done batch and delta.
+    replay(&mut m, &[CompleteMany(0, 2)]);
+    assert_eq!(m.links(), vec![(0, 1, 1, vec![1]), (0, 1, 2, vec![2, 3])]);
+    assert_eq!(m.done_batches(), vec![(0, vec![1]), (0, vec![2, 3])]);
+    assert_eq!(rows(&m, Ring::Claim, 0), 3);
+    assert_eq!(rows(&m, Ring::Queue, 0), 3 + 2 + 2);
+    assert_eq!(m.totals(), [(State::Completed, 3)].into());
+    // Every item closed: the claim slot is dead.
+    replay(&mut m, &[Rotate(Ring::Claim)]);
+    assert_eq!(
+        prune(&mut m, Ring::Claim),
+        PruneOutcome::Retired { slot: 0 }
+    );
+    assert_eq!(prune(&mut m, Ring::Claim), PruneOutcome::Pruned { slot: 0 });
+}
+
+#[test]
+fn a_partially_closed_batch_keeps_its_slots_live_until_its_last_item_closes() {
+    use Op::*;
+    let mut m = Model::new(Shape::SMALL);
+    replay(
+        &mut m,
+        &[
+            Enqueue(2),
+            Claim(2),
+            Heartbeat(1),
+            Complete(0),
+            Rotate(Ring::Queue),
+            Rotate(Ring::Claim),
+            Rotate(Ring::Lease),
+        ],
+    );
+    assert_eq!(m.open_items(), vec![(0, 1, 2, 2, 1)]);
+    // The open item pins its batch's claim slot, its body's queue slot and
+    // its lease's slot, though the batch is half closed.
+    assert_eq!(
+        prune(&mut m, Ring::Claim),
+        PruneOutcome::LiveRows { slot: 0 }
+    );
+    assert_eq!(
+        prune(&mut m, Ring::Lease),
+        PruneOutcome::LiveRows { slot: 0 }
+    );
+    assert_eq!(m.prune_choice(Ring::Queue).evacuate, Some(0));
+    // Closing the last item kills all three.
+    replay(&mut m, &[Complete(0)]);
+    assert_eq!(m.open_items(), vec![]);
+    assert_eq!(m.links(), vec![(0, 1, 1, vec![1]), (0, 1, 2, vec![2])]);
+    for ring in Ring::ALL {
+        assert_eq!(prune(&mut m, ring), PruneOutcome::Retired { slot: 0 });
+        assert_eq!(prune(&mut m, ring), PruneOutcome::Pruned { slot: 0 });
+    }
+    assert_eq!(m.seen.get("prune:parked"), None, "nothing was parked");
+}
+
+#[test]
+fn rescuing_one_item_leaves_the_rest_of_its_batch_open() {
+    use Op::*;
+    let mut m = Model::new(Shape::SMALL);
+    replay(&mut m, &[Enqueue(3), Claim(3), Heartbeat(1), RescueOne(1)]);
+    assert_eq!(m.view()[1], (2, State::Retryable));
+    assert_eq!(m.links(), vec![(0, 1, 1, vec![2])]);
+    assert_eq!(m.open_items(), vec![(0, 1, 1, 1, 1), (0, 1, 3, 3, 1)]);
+    assert_eq!(m.seen.get("rescue:one_of_batch"), Some(&1));
+    // The rescued item's lease is dead: its slot goes.
+    replay(&mut m, &[Rotate(Ring::Lease)]);
+    assert_eq!(
+        prune(&mut m, Ring::Lease),
+        PruneOutcome::Retired { slot: 0 }
+    );
+    // The batch's other items are not: its claim slot stays.
+    replay(&mut m, &[Rotate(Ring::Claim)]);
+    assert_eq!(
+        prune(&mut m, Ring::Claim),
+        PruneOutcome::LiveRows { slot: 0 }
+    );
+    // The rescued job runs again (a new attempt, a new batch), and a
+    // rescue of everything open closes the rest with one link.
+    replay(&mut m, &[Promote, Claim(1)]);
+    assert_eq!(
+        m.token(2).map(|t| (t.run_lease, t.batch, t.item)),
+        Some((2, 2, 1))
+    );
+    replay(&mut m, &[Rescue]);
+    assert_eq!(
+        m.links(),
+        vec![
+            (0, 1, 1, vec![2]),
+            (0, 1, 2, vec![1, 3]),
+            (1, 2, 1, vec![1])
+        ]
+    );
+    assert_eq!(m.open_items(), vec![]);
+}
+
+#[test]
+fn a_batch_spans_queue_slots_and_its_success_writes_a_done_batch_in_each() {
+    use Op::*;
+    let mut m = Model::new(Shape::SMALL);
+    replay(
+        &mut m,
+        &[Enqueue(2), Rotate(Ring::Queue), Enqueue(2), Claim(4)],
+    );
+    let slots: Vec<_> = (1..=4)
+        .map(|j| m.token(j).map(|t| (t.batch, t.item, t.ready_slot)))
+        .collect();
+    assert_eq!(
+        slots,
+        vec![
+            Some((1, 1, 0)),
+            Some((1, 2, 0)),
+            Some((1, 3, 1)),
+            Some((1, 4, 1))
+        ]
+    );
+    assert_eq!(m.seen.get("claim:spans_slots"), Some(&1));
+    replay(&mut m, &[CompleteMany(0, 4)]);
+    assert_eq!(m.links(), vec![(0, 1, 1, vec![1, 2, 3, 4])]);
+    assert_eq!(m.done_batches(), vec![(0, vec![1, 2]), (1, vec![3, 4])]);
+    // Per queue slot: two entries, one done batch, one count delta.
+    assert_eq!(rows(&m, Ring::Queue, 0), 4);
+    assert_eq!(rows(&m, Ring::Queue, 1), 4);
+    assert_eq!(rows(&m, Ring::Claim, 0), 2);
+    assert_eq!(m.totals(), [(State::Completed, 4)].into());
+}
+
+#[test]
+fn evacuating_a_partially_closed_batch_parks_only_the_items_that_pin_the_slot() {
+    use Op::*;
+    let mut m = Model::new(Shape::SMALL);
+    // Queue ring: a batch over queue slots 0 and 1, item 1 closed; slot 0
+    // holds item 2's body.
+    replay(
+        &mut m,
+        &[
+            Enqueue(2),
+            Rotate(Ring::Queue),
+            Enqueue(2),
+            Claim(4),
+            Complete(0),
+        ],
+    );
+    assert_eq!(
+        prune(&mut m, Ring::Queue),
+        PruneOutcome::Retired { slot: 0 }
+    );
+    assert_eq!(m.parked_attempts(), vec![(2, 1)]);
+    assert_eq!(m.links(), vec![(0, 1, 1, vec![1]), (0, 1, 2, vec![2])]);
+    assert_eq!(m.open_items(), vec![(0, 1, 3, 3, 1), (0, 1, 4, 4, 1)]);
+    assert_eq!(m.running(), vec![2, 3, 4]);
+    // One call finishes the parked attempt and two open items: a done
+    // entry in the current queue slot for the first, one link and one done
+    // batch for the others.
+    replay(&mut m, &[CompleteMany(0, 3)]);
+    assert_eq!(m.links().last(), Some(&(0, 1, 3, vec![3, 4])));
+    assert_eq!(m.done_batches(), vec![(0, vec![1]), (1, vec![3, 4])]);
+    assert_eq!(rows(&m, Ring::Queue, 1), 2 + 1 + 1 + 1);
+    assert_eq!(m.parked_attempts(), vec![]);
+    assert_eq!(prune(&mut m, Ring::Queue), PruneOutcome::Pruned { slot: 0 });
+    assert_eq!(m.totals(), [(State::Completed, 4)].into());
+
+    // Claim ring: the batch's claim slot becomes the next to write while
+    // two of its three items are open; they are parked with one link.
+    let mut m = Model::new(Shape::SMALL);
+    replay(&mut m, &[Enqueue(3), Claim(3), Complete(0)]);
+    for _ in 0..3 {
+        replay(
+            &mut m,
+            &[Enqueue(1), Claim(1), Complete(2), Rotate(Ring::Claim)],
+        );
+    }
+    assert_eq!(m.current(Ring::Claim), 3);
+    replay(&mut m, &[Enqueue(1), Claim(1), Complete(2)]);
+    assert_eq!(
+        prune(&mut m, Ring::Claim),
+        PruneOutcome::Retired { slot: 0 }
+    );
+    assert_eq!(m.links()[..2], [(0, 1, 1, vec![1]), (0, 1, 2, vec![2, 3])]);
+    assert_eq!(m.parked_attempts(), vec![(2, 1), (3, 1)]);
+    assert_eq!(m.seen.get("prune:parked_partially_closed"), Some(&2));
+    assert_eq!(prune(&mut m, Ring::Claim), PruneOutcome::Pruned { slot: 0 });
+    replay(&mut m, &[CompleteMany(0, 2)]);
+    assert_eq!(m.totals(), [(State::Completed, 7)].into());
+}
+
+#[test]
+fn a_stale_token_is_rejected_and_writes_nothing() {
+    use Op::*;
+    let mut m = Model::new(Shape::SMALL);
+    replay(&mut m, &[Enqueue(2), Claim(2), Complete(0)]);
+    let before = (m.slot_rows(), m.view());
+    let stale = m.finished_tokens()[0];
+    assert_eq!(
+        replay(&mut m, &[FinishStale(0)]),
+        vec![Action::FinishStale(stale)]
+    );
+    assert_eq!((m.slot_rows(), m.view()), before);
+    // Its batch still has an open item; then a retried job's old attempt.
+    replay(
+        &mut m,
+        &[Retry(0), Promote, Claim(1), FinishStale(1), FinishStale(0)],
+    );
+    assert_eq!(m.token(2).map(|t| t.run_lease), Some(2));
+    assert_eq!(m.seen.get("finish:stale_rejected"), Some(&3));
+    // And once its claim slot is truncated.
+    replay(
+        &mut m,
+        &[Complete(0), Maintain, Maintain, Maintain, FinishStale(0)],
+    );
+    assert_eq!(m.seen.get("finish:stale_rejected"), Some(&4));
+}
+
+// The batch invariants catch the mistakes an implementation could make.
+
+#[test]
+fn a_guard_that_ignores_the_links_lets_a_second_finisher_win() {
+    use Op::*;
+    let mut m = Model::new(Shape::SMALL);
+    m.faults.guard_ignores_links = true;
+    let err = run(&mut m, &[Enqueue(2), Claim(2), Complete(0), FinishStale(0)]).unwrap_err();
+    assert!(err.contains("exactly one finisher"), "{err}");
+}
+
+#[test]
+fn counting_a_partially_closed_batch_as_closed_loses_its_open_items() {
+    use Op::*;
+    for ring in [Ring::Claim, Ring::Queue] {
+        let mut m = Model::new(Shape::SMALL);
+        m.faults.any_link_closes_the_batch = true;
+        let err = run(
+            &mut m,
+            &[
+                Enqueue(2),
+                Claim(2),
+                Complete(0),
+                Rotate(ring),
+                Prune(ring),
+                Prune(ring),
+            ],
+        )
+        .unwrap_err();
+        assert!(err.contains("no lost work"), "{ring:?}: {err}");
+    }
+}
+
+// ---------------------------------------------------------------------------
 // A gap these properties found, now fixed: a late writer that commits into
 // a slot retired while it was open. The retirement proof cannot see its
 // uncommitted row (by design; the truncation's lock and re-check protect
@@ -413,6 +684,18 @@ fn generated_sequences_reach_every_outcome() {
         "prune:unretired",
         "prune:relocated",
         "prune:parked",
+        "claim:batch",
+        "claim:spans_slots",
+        "batch:partially_closed",
+        "link:later",
+        "finish:many_batches",
+        "finish:many_done_slots",
+        "finish:done_batch",
+        "finish:parked",
+        "finish:stale_rejected",
+        "rescue:one_of_batch",
+        "prune:parked_partially_closed",
+        "prune:parked_part_of_batch",
     ] {
         assert!(
             seen.get(kind).copied().unwrap_or(0) > 0,
