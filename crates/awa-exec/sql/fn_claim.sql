@@ -27,7 +27,7 @@ CREATE OR REPLACE FUNCTION {schema}.claim(
     kind text, args jsonb, priority smallint, attempt integer, max_attempts integer,
     created_at timestamptz, ready_at timestamptz, unique_key text, metadata jsonb,
     next_seq bigint, next_xid xid8, waiting boolean
-) LANGUAGE plpgsql AS $fn$
+) LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $fn$
 #variable_conflict use_column
 DECLARE
     v_claim_slot integer;

@@ -46,7 +46,7 @@ CREATE OR REPLACE FUNCTION {schema}.ready_take(
     priority smallint, attempt integer, max_attempts integer, run_lease bigint,
     created_at timestamptz, ready_at timestamptz, unique_key text, metadata jsonb,
     frontier bigint, next_seq bigint, next_xid xid8
-) LANGUAGE plpgsql AS $fn$
+) LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $fn$
 #variable_conflict use_column
 DECLARE
     v_seq      bigint;
