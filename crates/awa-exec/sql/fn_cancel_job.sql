@@ -1,5 +1,5 @@
 -- {schema}.cancel_job(job_id): cancel a job wherever it is.
---   waiting in the ready ring -> tombstone + terminal fact (body stays in the slot)
+--   waiting in the ready ring -> tombstone + terminal fact (with its body)
 --   deferred                  -> removed, terminal fact carries the body
 --   running                   -> its live attempt is finished as cancelled
 --                                through the guarded path; the worker's later
@@ -17,8 +17,8 @@ DECLARE
 BEGIN
     SELECT * INTO v_t FROM {schema}.ready_tombstone(p_job_id);
     IF FOUND THEN
-        INSERT INTO {schema}.done_entries (slot, job_id, run_lease, queue, state, attempt, ready_seq)
-        VALUES (v_t.slot, p_job_id, v_t.run_lease, v_t.queue, 'cancelled', v_t.attempt, v_t.lane_seq);
+        INSERT INTO {schema}.done_entries (slot, job_id, run_lease, queue, state, attempt, body)
+        VALUES (v_t.slot, p_job_id, v_t.run_lease, v_t.queue, 'cancelled', v_t.attempt, v_t.body);
         INSERT INTO {schema}.count_deltas (slot, queue, state, delta) VALUES (v_t.slot, v_t.queue, 'cancelled', 1);
         DELETE FROM {schema}.job_uniques WHERE job_id = p_job_id;
         RETURN 'available';

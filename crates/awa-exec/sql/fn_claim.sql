@@ -65,12 +65,13 @@ BEGIN
         -- One row for the whole claim; nothing when nothing was taken.
         INSERT INTO {schema}.claim_batches
             (slot, batch_id, queue, instance_id, body_slots,
-             job_ids, run_leases, attempts, ready_slots, ready_seqs, keyed)
+             job_ids, run_leases, attempts, ready_slots, ready_seqs, priorities, shards, keyed)
         SELECT v_claim_slot, nextval('{schema}.claim_batch_seq'), p_queue, p_instance,
                ARRAY(SELECT DISTINCT i2.slot FROM items i2),
                array_agg(i.job_id ORDER BY i.item), array_agg(i.run_lease + 1 ORDER BY i.item),
                array_agg(i.attempt + 1 ORDER BY i.item), array_agg(i.slot ORDER BY i.item),
-               array_agg(i.lane_seq ORDER BY i.item),
+               array_agg(i.lane_seq ORDER BY i.item), array_agg(i.priority ORDER BY i.item),
+               array_agg(i.shard ORDER BY i.item),
                array_agg(i.item ORDER BY i.item) FILTER (WHERE i.unique_key IS NOT NULL)
           FROM items i
         HAVING count(*) > 0

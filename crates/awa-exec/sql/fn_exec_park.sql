@@ -85,8 +85,9 @@ BEGIN
           FROM unnest(v_slots, v_batches, v_items) AS k(slot, batch_id, item)
           JOIN {schema}.claim_batches b ON b.slot = k.slot AND b.batch_id = k.batch_id
           JOIN {schema}.ready_entries e
-            ON e.slot = b.ready_slots[k.item] AND e.job_id = b.job_ids[k.item]
-           AND e.lane_seq = b.ready_seqs[k.item]
+            ON e.slot = b.ready_slots[k.item] AND e.queue = b.queue
+           AND e.priority = b.priorities[k.item] AND e.shard = b.shards[k.item]
+           AND e.lane_seq = b.ready_seqs[k.item] AND e.job_id = b.job_ids[k.item]
          -- Again, in the snapshot the links below are numbered in: an item
          -- a finisher closed since the choice above is not parked.
          WHERE NOT EXISTS (SELECT 1 FROM {schema}.claim_closures c

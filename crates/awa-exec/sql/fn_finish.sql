@@ -39,7 +39,8 @@
 -- Evidence written (the hot path is the first line):
 --   completed (from a batch) -> one done_batches row per queue slot and
 --                               queue touched, body left in its ready slot
---   cancelled / failed, or completed from parked -> one done_entries row each
+--   cancelled / failed, or completed from parked -> one done_entries row each,
+--                               with the body copied in
 --   dead_lettered                   -> dlq_entries (queue opted in)
 --   retryable / snoozed / available -> deferred_jobs, promoted when due
 -- plus one count delta per (slot, queue, state). Retries past
@@ -79,7 +80,7 @@ BEGIN
         -- lookups are LATERAL so they stay index probes per batch whatever
         -- the planner thinks of the (unknown) batch count.
         SELECT b.slot, b.batch_id, b.queue, b.job_ids, b.run_leases, b.attempts,
-               b.ready_slots, b.ready_seqs, b.keyed, ch.last_link, ch.closed
+               b.ready_slots, b.ready_seqs, b.priorities, b.shards, b.keyed, ch.last_link, ch.closed
           FROM (SELECT DISTINCT i.claim_slot, i.batch_id FROM input i) k
          CROSS JOIN LATERAL (
                 SELECT b.* FROM {schema}.claim_batches b
@@ -96,6 +97,7 @@ BEGIN
         -- attempt and no link lists it.
         SELECT i.*, b.queue, b.attempts[i.item] AS attempt,
                b.ready_slots[i.item] AS hist_slot, b.ready_seqs[i.item] AS hist_seq,
+               b.priorities[i.item] AS lane_priority, b.shards[i.item] AS lane_shard,
                coalesce(b.job_ids[i.item] = i.job_id AND b.run_leases[i.item] = i.run_lease
                         AND NOT (i.item = ANY (b.closed)), false) AS open,
                -- The body is read only when the outcome needs it: a retry
@@ -108,14 +110,15 @@ BEGIN
     live_batch AS (
         SELECT p.job_id, p.run_lease, p.claim_slot, p.batch_id, p.item, p.outcome, p.delay,
                p.error, p.ord, 'batch'::text AS src, p.queue, p.attempt, p.hist_slot, p.hist_seq,
-               NULL::jsonb AS hist_body,
+               p.lane_priority, p.lane_shard, NULL::jsonb AS hist_body,
                e.kind, e.args, e.priority, e.max_attempts, e.created_at, e.unique_key, e.metadata,
                coalesce(m.dlq_enabled, false) AS dlq
           FROM probe p
           LEFT JOIN LATERAL (
                 SELECT e.* FROM {schema}.ready_entries e
-                 WHERE p.needs_body AND e.slot = p.hist_slot AND e.job_id = p.job_id
-                   AND e.lane_seq = p.hist_seq
+                 WHERE p.needs_body AND e.slot = p.hist_slot AND e.queue = p.queue
+                   AND e.priority = p.lane_priority AND e.shard = p.lane_shard
+                   AND e.lane_seq = p.hist_seq AND e.job_id = p.job_id
                  LIMIT 1) e ON true
           LEFT JOIN LATERAL (
                 SELECT m.dlq_enabled FROM awa.queue_meta m
@@ -132,7 +135,7 @@ BEGIN
                i.error, i.ord, 'parked'::text AS src, p.queue, p.attempt,
                (SELECT g.slot FROM {schema}.ring_ledger g
                  WHERE g.ring = 'queue' ORDER BY g.generation DESC LIMIT 1) AS hist_slot,
-               NULL::bigint AS hist_seq,
+               NULL::bigint AS hist_seq, NULL::smallint AS lane_priority, NULL::smallint AS lane_shard,
                jsonb_build_object('kind', p.kind, 'args', p.args, 'priority', p.priority,
                                   'max_attempts', p.max_attempts, 'created_at', p.created_at,
                                   'metadata', p.metadata) AS hist_body,
@@ -210,19 +213,26 @@ BEGIN
     done_batch AS (
         -- The hot path: one compact row per (queue slot, queue).
         INSERT INTO {schema}.done_batches
-            (slot, queue, lo_job_id, hi_job_id, job_ids, run_leases, attempts, ready_seqs)
+            (slot, queue, lo_job_id, hi_job_id, job_ids, run_leases, attempts, ready_seqs,
+             priorities, shards)
         SELECT w.hist_slot, w.queue, min(w.job_id), max(w.job_id),
                array_agg(w.job_id ORDER BY w.job_id), array_agg(w.run_lease ORDER BY w.job_id),
-               array_agg(w.attempt ORDER BY w.job_id), array_agg(w.hist_seq ORDER BY w.job_id)
+               array_agg(w.attempt ORDER BY w.job_id), array_agg(w.hist_seq ORDER BY w.job_id),
+               array_agg(w.lane_priority ORDER BY w.job_id), array_agg(w.lane_shard ORDER BY w.job_id)
           FROM won w
          WHERE w.src = 'batch' AND w.next_state = 'completed'
          GROUP BY w.hist_slot, w.queue
     ),
     history AS (
+        -- Rare rows, so they carry the body: no lookup to hydrate them.
         INSERT INTO {schema}.done_entries
-            (slot, job_id, run_lease, queue, state, attempt, ready_seq, body, last_error)
+            (slot, job_id, run_lease, queue, state, attempt, body, last_error)
         SELECT w.hist_slot, w.job_id, w.run_lease, w.queue, w.next_state, w.attempt,
-               w.hist_seq, w.hist_body, w.error
+               coalesce(w.hist_body,
+                        jsonb_build_object('kind', w.kind, 'args', w.args, 'priority', w.priority,
+                                           'max_attempts', w.max_attempts, 'created_at', w.created_at,
+                                           'metadata', w.metadata)),
+               w.error
           FROM won w
          WHERE w.next_state IN ('cancelled', 'failed')
             OR (w.next_state = 'completed' AND w.src = 'parked')

@@ -35,7 +35,7 @@ BEGIN
     ELSE
         -- Closed or gone: maybe parked (exec_park). This is a later
         -- statement than the check above, so it sees a park that closed
-        -- the receipt before that check ran.
+        -- the item before that check ran.
         UPDATE {schema}.parked_attempts p SET heartbeat_at = now()
          WHERE p.job_id = p_job_id AND p.run_lease = p_run_lease;
         IF NOT FOUND THEN

@@ -36,6 +36,8 @@ BEGIN
             attempts    integer[]   NOT NULL,
             ready_slots integer[]   NOT NULL,  -- where each body lives
             ready_seqs  bigint[]    NOT NULL,
+            priorities  smallint[]  NOT NULL,  -- with queue and ready_seqs:
+            shards      smallint[]  NOT NULL,  -- the body's lane index key
             -- Items whose job holds a unique key (NULL: none). Completing
             -- any other item needs nothing from its body.
             keyed       integer[],

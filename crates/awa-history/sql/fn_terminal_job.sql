@@ -5,17 +5,12 @@
 -- filter inside: keep them in step with install_history_plane.sql.
 CREATE OR REPLACE FUNCTION {schema}.terminal_job(p_job_id bigint)
 RETURNS SETOF {schema}.terminal_jobs LANGUAGE sql STABLE AS $fn$
-    SELECT d.job_id, d.queue,
-           coalesce(r.kind, d.body ->> 'kind'), coalesce(r.args, d.body -> 'args'),
-           coalesce(r.priority, (d.body ->> 'priority')::smallint), d.state, d.attempt,
-           coalesce(r.max_attempts, (d.body ->> 'max_attempts')::integer), d.run_lease,
-           coalesce(r.created_at, (d.body ->> 'created_at')::timestamptz), d.finalized_at,
-           d.last_error, coalesce(r.metadata, d.body -> 'metadata'), d.slot
+    SELECT d.job_id, d.queue, d.body ->> 'kind', d.body -> 'args',
+           (d.body ->> 'priority')::smallint, d.state, d.attempt,
+           (d.body ->> 'max_attempts')::integer, d.run_lease,
+           (d.body ->> 'created_at')::timestamptz, d.finalized_at,
+           d.last_error, d.body -> 'metadata', d.slot
       FROM {schema}.done_entries d
-      LEFT JOIN LATERAL (
-            SELECT r.* FROM {schema}.ready_entries r
-             WHERE r.slot = d.slot AND r.job_id = d.job_id AND r.lane_seq = d.ready_seq
-             LIMIT 1) r ON true
      WHERE d.job_id = p_job_id
        AND NOT EXISTS (SELECT 1 FROM {schema}.ring_retirements x
                         WHERE x.ring = 'queue' AND x.slot = d.slot)
@@ -24,11 +19,13 @@ RETURNS SETOF {schema}.terminal_jobs LANGUAGE sql STABLE AS $fn$
            r.max_attempts, u.run_lease, r.created_at, b.finalized_at, NULL::text, r.metadata,
            b.slot
       FROM {schema}.done_batches b
-     CROSS JOIN LATERAL unnest(b.job_ids, b.run_leases, b.attempts, b.ready_seqs)
-           AS u(job_id, run_lease, attempt, ready_seq)
+     CROSS JOIN LATERAL unnest(b.job_ids, b.run_leases, b.attempts, b.ready_seqs,
+                               b.priorities, b.shards)
+           AS u(job_id, run_lease, attempt, ready_seq, priority, shard)
       LEFT JOIN LATERAL (
             SELECT r.* FROM {schema}.ready_entries r
-             WHERE r.slot = b.slot AND r.job_id = u.job_id AND r.lane_seq = u.ready_seq
+             WHERE r.slot = b.slot AND r.queue = b.queue AND r.priority = u.priority
+               AND r.shard = u.shard AND r.lane_seq = u.ready_seq AND r.job_id = u.job_id
              LIMIT 1) r ON true
      WHERE int8range(b.lo_job_id, b.hi_job_id, '[]') @> p_job_id
        AND u.job_id = p_job_id

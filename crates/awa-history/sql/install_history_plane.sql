@@ -24,12 +24,11 @@ BEGIN
             state        text        NOT NULL CHECK (state IN ('completed', 'failed', 'cancelled')),
             attempt      integer     NOT NULL,
             finalized_at timestamptz NOT NULL DEFAULT now(),
-            -- Set when the body is in ready_entries of this slot.
-            ready_seq    bigint,
-            -- Set instead when it is not (cancelled while deferred, ...).
-            body         jsonb,
-            last_error   text,
-            CHECK ((ready_seq IS NULL) <> (body IS NULL))
+            -- The job's body (kind, args, priority, max_attempts,
+            -- created_at, metadata): these rows are rare, and carrying the
+            -- body spares the read views a lookup by id.
+            body         jsonb       NOT NULL,
+            last_error   text
         ) PARTITION BY LIST (slot)$ddl$, p_schema);
     FOR i IN 0 .. p_queue_slots - 1 LOOP
         EXECUTE format('CREATE TABLE IF NOT EXISTS %1$I.%2$I PARTITION OF %1$I.done_entries FOR VALUES IN (%3$s)',
@@ -51,6 +50,8 @@ BEGIN
             run_leases   bigint[]    NOT NULL,
             attempts     integer[]   NOT NULL,
             ready_seqs   bigint[]    NOT NULL,
+            priorities   smallint[]  NOT NULL,  -- with queue and ready_seqs:
+            shards       smallint[]  NOT NULL,  -- the body's lane index key
             CHECK (lo_job_id <= hi_job_id)
         ) PARTITION BY LIST (slot)$ddl$, p_schema);
     FOR i IN 0 .. p_queue_slots - 1 LOOP
@@ -100,28 +101,21 @@ BEGIN
     -- row per terminal job whichever shape its fact has.
     EXECUTE format($ddl$
         CREATE OR REPLACE VIEW %1$I.terminal_jobs AS
-        SELECT d.job_id                                                AS id,
+        SELECT d.job_id                                AS id,
                d.queue,
-               coalesce(r.kind, d.body ->> 'kind')                     AS kind,
-               coalesce(r.args, d.body -> 'args')                      AS args,
-               coalesce(r.priority, (d.body ->> 'priority')::smallint) AS priority,
+               d.body ->> 'kind'                       AS kind,
+               d.body -> 'args'                        AS args,
+               (d.body ->> 'priority')::smallint       AS priority,
                d.state,
                d.attempt,
-               coalesce(r.max_attempts, (d.body ->> 'max_attempts')::integer) AS max_attempts,
+               (d.body ->> 'max_attempts')::integer    AS max_attempts,
                d.run_lease,
-               coalesce(r.created_at, (d.body ->> 'created_at')::timestamptz) AS created_at,
+               (d.body ->> 'created_at')::timestamptz  AS created_at,
                d.finalized_at,
                d.last_error,
-               coalesce(r.metadata, d.body -> 'metadata')              AS metadata,
-               d.slot                                                  AS ring_slot
+               d.body -> 'metadata'                    AS metadata,
+               d.slot                                  AS ring_slot
           FROM %1$I.done_entries d
-          -- LATERAL + LIMIT: one index probe per fact, whatever filters
-          -- a caller puts on the view (they cannot be pushed inside and
-          -- turn the join into a scan of every entry per batch).
-          LEFT JOIN LATERAL (
-                SELECT r.* FROM %1$I.ready_entries r
-                 WHERE r.slot = d.slot AND r.job_id = d.job_id AND r.lane_seq = d.ready_seq
-                 LIMIT 1) r ON true
          -- A retired slot is gone for every snapshot that sees its marker.
          WHERE NOT EXISTS (SELECT 1 FROM %1$I.ring_retirements x
                             WHERE x.ring = 'queue' AND x.slot = d.slot)
@@ -130,11 +124,16 @@ BEGIN
                r.max_attempts, u.run_lease, r.created_at, b.finalized_at, NULL::text, r.metadata,
                b.slot
           FROM %1$I.done_batches b
-         CROSS JOIN LATERAL unnest(b.job_ids, b.run_leases, b.attempts, b.ready_seqs)
-               AS u(job_id, run_lease, attempt, ready_seq)
+         CROSS JOIN LATERAL unnest(b.job_ids, b.run_leases, b.attempts, b.ready_seqs,
+                                   b.priorities, b.shards)
+               AS u(job_id, run_lease, attempt, ready_seq, priority, shard)
+          -- LATERAL + LIMIT: one probe of the lane index per job, whatever
+          -- filters a caller puts on the view (they cannot be pushed inside
+          -- and turn the join into a scan of every entry per batch).
           LEFT JOIN LATERAL (
                 SELECT r.* FROM %1$I.ready_entries r
-                 WHERE r.slot = b.slot AND r.job_id = u.job_id AND r.lane_seq = u.ready_seq
+                 WHERE r.slot = b.slot AND r.queue = b.queue AND r.priority = u.priority
+                   AND r.shard = u.shard AND r.lane_seq = u.ready_seq AND r.job_id = u.job_id
                  LIMIT 1) r ON true
          WHERE NOT EXISTS (SELECT 1 FROM %1$I.ring_retirements x
                             WHERE x.ring = 'queue' AND x.slot = b.slot)

@@ -24,12 +24,14 @@ UNION ALL
 SELECT u.job_id, b.queue, e.kind, e.args, e.priority, 'running', u.attempt, e.max_attempts,
        u.run_lease, e.created_at, b.claimed_at, NULL, e.metadata
   FROM {schema}.claim_batches b
- CROSS JOIN LATERAL unnest(b.job_ids, b.run_leases, b.attempts, b.ready_slots, b.ready_seqs)
-       WITH ORDINALITY AS u(job_id, run_lease, attempt, ready_slot, ready_seq, item)
+ CROSS JOIN LATERAL unnest(b.job_ids, b.run_leases, b.attempts, b.ready_slots, b.ready_seqs,
+                           b.priorities, b.shards)
+       WITH ORDINALITY AS u(job_id, run_lease, attempt, ready_slot, ready_seq, priority, shard, item)
   -- LATERAL + LIMIT: one index probe per item, whatever filters a caller adds.
  CROSS JOIN LATERAL (
         SELECT e.* FROM {schema}.ready_entries e
-         WHERE e.slot = u.ready_slot AND e.job_id = u.job_id AND e.lane_seq = u.ready_seq
+         WHERE e.slot = u.ready_slot AND e.queue = b.queue AND e.priority = u.priority
+           AND e.shard = u.shard AND e.lane_seq = u.ready_seq AND e.job_id = u.job_id
          LIMIT 1) e
  -- A batch whose last link closed it is skipped with one probe.
  WHERE NOT EXISTS (SELECT 1 FROM {schema}.claim_closures c

@@ -172,7 +172,7 @@ async fn no_lost_work_unclaimed_and_running_jobs_survive_their_slot() {
 }
 
 #[tokio::test]
-async fn no_lost_attempt_an_open_receipt_keeps_its_claim_slot() {
+async fn no_lost_attempt_an_open_batch_item_keeps_its_claim_slot() {
     let (_db, pool) = setup().await;
     enqueue(&pool, "c", 2).await;
     let jobs = claim(&pool, "c", 2).await;
@@ -189,7 +189,7 @@ async fn no_lost_attempt_an_open_receipt_keeps_its_claim_slot() {
         prune(&pool, Ring::Claim).await,
         PruneOutcome::LiveRows { slot: 0, .. }
     ));
-    // The open attempt can still finish: its receipt is there.
+    // The open attempt can still finish: its batch is there.
     complete(&pool, &jobs[1..]).await;
     let outcomes = prune_fully(&pool, Ring::Claim).await;
     assert!(

@@ -2,7 +2,7 @@
 -- `limit` runnable jobs of a queue, and at most 8 MiB of args + metadata
 -- (stored size; at least one job), in order, advancing the lane heads past
 -- them. Called only from the execution plane's claim, in the same
--- statement that writes the receipts.
+-- statement that writes the claim batch.
 --
 -- Order: higher (aged) priority first, then lane position. Within one lane
 -- the effective priority is made non-increasing (a running minimum), so
@@ -45,7 +45,7 @@ CREATE OR REPLACE FUNCTION {schema}.ready_take(
     job_id bigint, slot integer, lane_seq bigint, kind text, args jsonb,
     priority smallint, attempt integer, max_attempts integer, run_lease bigint,
     created_at timestamptz, ready_at timestamptz, unique_key text, metadata jsonb,
-    frontier bigint, next_seq bigint, next_xid xid8
+    frontier bigint, next_seq bigint, next_xid xid8, shard smallint
 ) LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $fn$
 #variable_conflict use_column
 DECLARE
@@ -71,7 +71,7 @@ BEGIN
         RETURN QUERY SELECT NULL::bigint, NULL::integer, NULL::bigint, NULL::text, NULL::jsonb,
                             NULL::smallint, NULL::integer, NULL::integer, NULL::bigint,
                             NULL::timestamptz, NULL::timestamptz, NULL::text, NULL::jsonb,
-                            NULL::bigint, p_cand_seq, p_cand_xid;
+                            NULL::bigint, p_cand_seq, p_cand_xid, NULL::smallint;
         RETURN;
     END IF;
     v_xid := pg_current_xact_id();
@@ -190,12 +190,12 @@ BEGIN
     taken AS (
         SELECT r.job_id, r.slot, r.lane_seq, r.kind, r.args, r.priority, r.attempt,
                r.max_attempts, r.run_lease, r.created_at, r.ready_at, r.unique_key,
-               r.metadata, r.rn
+               r.metadata, r.rn, r.shard
           FROM chosen r WHERE r.take
     )
     SELECT t.job_id, t.slot, t.lane_seq, t.kind, t.args, t.priority, t.attempt,
            t.max_attempts, t.run_lease, t.created_at, t.ready_at, t.unique_key, t.metadata,
-           v_frontier, v_seq, v_xid
+           v_frontier, v_seq, v_xid, t.shard
       FROM taken t
      ORDER BY t.rn;
     -- (moved, a data-modifying CTE, runs to completion although unread.)
@@ -204,7 +204,7 @@ BEGIN
         RETURN QUERY SELECT NULL::bigint, NULL::integer, NULL::bigint, NULL::text, NULL::jsonb,
                             NULL::smallint, NULL::integer, NULL::integer, NULL::bigint,
                             NULL::timestamptz, NULL::timestamptz, NULL::text, NULL::jsonb,
-                            v_frontier, v_seq, v_xid;
+                            v_frontier, v_seq, v_xid, NULL::smallint;
     END IF;
 END
 $fn$;

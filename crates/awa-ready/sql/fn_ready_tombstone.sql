@@ -1,12 +1,12 @@
 -- {schema}.ready_tombstone(job_id): cancel a job that is still waiting in
 -- the ready ring, without rewriting its entry. Returns the cancelled
--- entry's slot and lane position, or no row when the job is not waiting
--- (already claimed, or not in the ready ring).
+-- entry's slot, lane position and body (for its terminal fact), or no row
+-- when the job is not waiting (already claimed, or not in the ready ring).
 --
 -- The lane row is locked first so a concurrent claim cannot take the job
 -- between our check and our tombstone: ready_take locks the same row.
 CREATE OR REPLACE FUNCTION {schema}.ready_tombstone(p_job_id bigint)
-RETURNS TABLE (slot integer, lane_seq bigint, queue text, attempt integer, run_lease bigint)
+RETURNS TABLE (slot integer, lane_seq bigint, queue text, attempt integer, run_lease bigint, body jsonb)
 LANGUAGE plpgsql AS $fn$
 #variable_conflict use_column
 DECLARE
@@ -30,7 +30,10 @@ BEGIN
         -- one with the same lane position.
         RETURN QUERY
         WITH live AS (
-            SELECT e.slot, e.job_id, e.lane_seq, e.attempt, e.run_lease
+            SELECT e.slot, e.job_id, e.lane_seq, e.attempt, e.run_lease,
+                   jsonb_build_object('kind', e.kind, 'args', e.args, 'priority', e.priority,
+                                      'max_attempts', e.max_attempts, 'created_at', e.created_at,
+                                      'metadata', e.metadata) AS body
               FROM {schema}.ready_entries e
              WHERE e.job_id = p_job_id AND e.queue = v_entry.queue
                AND e.priority = v_entry.priority AND e.shard = v_entry.shard
@@ -46,7 +49,7 @@ BEGIN
             ON CONFLICT DO NOTHING
             RETURNING t.slot, t.lane_seq
         )
-        SELECT b.slot, b.lane_seq, v_entry.queue, l.attempt, l.run_lease
+        SELECT b.slot, b.lane_seq, v_entry.queue, l.attempt, l.run_lease, l.body
           FROM buried b JOIN live l ON l.slot = b.slot AND l.lane_seq = b.lane_seq;
     END LOOP;
 END

@@ -40,10 +40,18 @@ BEGIN
         EXECUTE format('CREATE TABLE IF NOT EXISTS %1$I.%2$I PARTITION OF %1$I.ready_entries FOR VALUES IN (%3$s)',
                        p_schema, 'ready_entries_' || i, i);
     END LOOP;
-    -- The claim walks a lane in order from its head.
+    -- Every index here costs WAL for every job, so there are two.
+    -- The lane index serves the claim (a lane in order from its head) and
+    -- every lookup of a body whose lane is known: finish, park, and the
+    -- read views hydrating claim and done batches (they carry each item's
+    -- priority and shard for this).
     EXECUTE format('CREATE INDEX IF NOT EXISTS ready_entries_lane_idx ON %1$I.ready_entries (queue, priority, shard, lane_seq)', p_schema);
-    -- Lookups by id: dump, cancel, hydrating terminal history.
-    EXECUTE format('CREATE INDEX IF NOT EXISTS ready_entries_job_idx ON %1$I.ready_entries (job_id)', p_schema);
+    -- Lookups by id alone (cancel of a waiting job, job dump and list) are
+    -- operator paths: a BRIN index over job ids, which arrive roughly in
+    -- order, costs nothing per insert (ranges are summarized in the
+    -- background as they fill, autosummarize) and narrows a lookup to a
+    -- few small page ranges plus the unsummarized tail of the slot.
+    EXECUTE format('CREATE INDEX IF NOT EXISTS ready_entries_job_brin ON %1$I.ready_entries USING brin (job_id) WITH (pages_per_range = 8, autosummarize = on)', p_schema);
 
     -- Cancelled-before-claim markers, in the same slot as the entry they
     -- cancel so both disappear together.
