@@ -124,6 +124,7 @@ BEGIN
             job_id     bigint      NOT NULL,
             created_at timestamptz NOT NULL DEFAULT now()
         )$ddl$, p_schema);
+    -- cancel_job releases a key by its job id (finish goes by key).
     EXECUTE format('CREATE INDEX IF NOT EXISTS job_uniques_job_idx ON %1$I.job_uniques (job_id)', p_schema);
 END
 $fn$;

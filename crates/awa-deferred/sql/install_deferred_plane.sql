@@ -28,6 +28,7 @@ BEGIN
         )$ddl$, p_schema);
     -- Promotion takes the earliest due rows first.
     EXECUTE format('CREATE INDEX IF NOT EXISTS deferred_jobs_run_at_idx ON %1$I.deferred_jobs (run_at)', p_schema);
+    -- live_jobs filtered by queue: queue stats, pending (--exit-when-idle).
     EXECUTE format('CREATE INDEX IF NOT EXISTS deferred_jobs_queue_idx ON %1$I.deferred_jobs (queue)', p_schema);
 END
 $fn$;

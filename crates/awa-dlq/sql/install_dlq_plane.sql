@@ -23,6 +23,7 @@ BEGIN
             -- it again (dlq_retry).
             unique_key   text
         )$ddl$, p_schema);
+    -- dlq list and retention, by queue and age.
     EXECUTE format('CREATE INDEX IF NOT EXISTS dlq_entries_queue_idx ON %1$I.dlq_entries (queue, dead_at)', p_schema);
 END
 $fn$;
