@@ -28,11 +28,12 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 use tokio::sync::mpsc;
 
-/// The planner cannot see a batch's size (it guesses 10 rows for the
-/// arrays), so `finish` joins attempts to their closures with a nested
-/// loop; past ~128 attempts that costs more per job than it saves in
-/// round trips (measured in docs/benchmarks.md).
-const MAX_BATCH: usize = 128;
+/// Largest finish call. Each call pays about 2.5 ms of fixed cost (executor
+/// start-up) plus about 30 us per attempt; past ~256 the per-attempt cost
+/// grows again (the nested loops the planner picks for arrays it guesses
+/// at 10 rows): 128 -> 48 us, 256 -> 42 us, 512 -> 48 us per attempt
+/// (`bench --explain`, finish_by_batch_size; docs/benchmarks.md).
+const MAX_BATCH: usize = 256;
 
 /// Backoff between retries of a transient failure.
 const RETRY_FIRST: Duration = Duration::from_millis(50);
