@@ -30,9 +30,7 @@ BEGIN
           FROM {schema}.ring_ledger g WHERE g.ring = 'queue' ORDER BY g.generation DESC LIMIT 1;
         INSERT INTO {schema}.done_entries (slot, job_id, run_lease, queue, state, attempt, body)
         VALUES (v_slot, p_job_id, v_d.run_lease, v_d.queue, 'cancelled', v_d.attempt,
-                jsonb_build_object('kind', v_d.kind, 'args', v_d.args, 'priority', v_d.priority,
-                                   'max_attempts', v_d.max_attempts, 'created_at', v_d.created_at,
-                                   'metadata', v_d.metadata));
+                {schema}.job_body(v_d.kind, v_d.args, v_d.priority, v_d.max_attempts, v_d.created_at, v_d.metadata));
         INSERT INTO {schema}.count_deltas (slot, queue, state, delta) VALUES (v_slot, v_d.queue, 'cancelled', 1);
         DELETE FROM {schema}.job_uniques WHERE job_id = p_job_id;
         DELETE FROM {schema}.attempt_state WHERE job_id = p_job_id;

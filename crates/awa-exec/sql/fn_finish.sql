@@ -136,9 +136,7 @@ BEGIN
                (SELECT g.slot FROM {schema}.ring_ledger g
                  WHERE g.ring = 'queue' ORDER BY g.generation DESC LIMIT 1) AS hist_slot,
                NULL::bigint AS hist_seq, NULL::smallint AS lane_priority, NULL::smallint AS lane_shard,
-               jsonb_build_object('kind', p.kind, 'args', p.args, 'priority', p.priority,
-                                  'max_attempts', p.max_attempts, 'created_at', p.created_at,
-                                  'metadata', p.metadata) AS hist_body,
+               {schema}.job_body(p.kind, p.args, p.priority, p.max_attempts, p.created_at, p.metadata) AS hist_body,
                p.kind, p.args, p.priority, p.max_attempts, p.created_at, p.unique_key, p.metadata,
                coalesce(m.dlq_enabled, false) AS dlq
           FROM probe i
@@ -229,9 +227,7 @@ BEGIN
             (slot, job_id, run_lease, queue, state, attempt, body, last_error)
         SELECT w.hist_slot, w.job_id, w.run_lease, w.queue, w.next_state, w.attempt,
                coalesce(w.hist_body,
-                        jsonb_build_object('kind', w.kind, 'args', w.args, 'priority', w.priority,
-                                           'max_attempts', w.max_attempts, 'created_at', w.created_at,
-                                           'metadata', w.metadata)),
+                        {schema}.job_body(w.kind, w.args, w.priority, w.max_attempts, w.created_at, w.metadata)),
                w.error
           FROM won w
          WHERE w.next_state IN ('cancelled', 'failed')

@@ -25,6 +25,7 @@ pub const INSTALL_SQL: &str = include_str!("../sql/install_history_plane.sql");
 pub const FUNCTIONS: &[(&str, &str)] = &[
     ("jobs", include_str!("../sql/view_jobs.sql")),
     ("terminal_job", include_str!("../sql/fn_terminal_job.sql")),
+    ("job_body", include_str!("../sql/fn_job_body.sql")),
     (
         "history_retire_slot",
         include_str!("../sql/fn_history_retire_slot.sql"),

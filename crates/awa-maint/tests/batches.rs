@@ -31,6 +31,15 @@ async fn count(pool: &PgPool, sql: &str) -> i64 {
         .unwrap()
 }
 
+/// Why claim-ring slot `slot` is still live (the prune predicate), or None.
+async fn claim_slot_live(pool: &PgPool, slot: i32) -> Option<String> {
+    sqlx::query_scalar("SELECT awa.exec_slot_live('claim', $1)")
+        .bind(slot)
+        .fetch_one(pool)
+        .await
+        .unwrap()
+}
+
 fn complete_all(jobs: &[ClaimedJob]) -> Vec<(AttemptToken, Finish)> {
     jobs.iter().map(|j| (j.token, Finish::Complete)).collect()
 }
@@ -188,11 +197,7 @@ async fn a_batch_closes_item_by_item_and_stays_live_until_the_last() {
         .await,
         6
     );
-    let live: Option<String> = sqlx::query_scalar("SELECT awa.exec_slot_live('claim', $1)")
-        .bind(slot)
-        .fetch_one(&pool)
-        .await
-        .unwrap();
+    let live = claim_slot_live(&pool, slot).await;
     assert!(
         live.is_some(),
         "a partly closed batch keeps its claim slot live"
@@ -243,11 +248,7 @@ async fn a_batch_closes_item_by_item_and_stays_live_until_the_last() {
         .await,
         1
     );
-    let live: Option<String> = sqlx::query_scalar("SELECT awa.exec_slot_live('claim', $1)")
-        .bind(slot)
-        .fetch_one(&pool)
-        .await
-        .unwrap();
+    let live = claim_slot_live(&pool, slot).await;
     assert_eq!(live, None);
     assert_eq!(
         count(

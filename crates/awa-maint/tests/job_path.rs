@@ -10,7 +10,7 @@ use std::collections::HashSet;
 use std::time::Duration;
 
 mod common;
-use common::{claim_all, schema, setup};
+use common::{claim_all, enqueue_jobs as enqueue, schema, setup};
 
 fn queue(name: &str) -> QueueName {
     QueueName::new(name).unwrap()
@@ -18,17 +18,6 @@ fn queue(name: &str) -> QueueName {
 
 fn job(q: &str) -> NewJob {
     NewJob::new(queue(q), "test", serde_json::json!({"n": 1}))
-}
-
-async fn enqueue(pool: &PgPool, jobs: &[NewJob]) -> Vec<JobId> {
-    let mut conn = pool.acquire().await.unwrap();
-    PgReadyPlane::new(schema())
-        .enqueue(&mut conn, jobs)
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|e| e.job_id)
-        .collect()
 }
 
 /// Claim repeatedly for a fixed time; for races where the caller does not

@@ -10,7 +10,7 @@ use sqlx::{Connection, PgPool};
 use std::time::Duration;
 
 mod common;
-use common::{claim_all, enqueue_jobs, finish_batch, schema, setup};
+use common::{TERMINAL_FACTS, claim_all, enqueue_jobs, finish_batch, schema, setup};
 
 const LOCK_TIMEOUT: Duration = Duration::from_millis(100);
 
@@ -139,7 +139,7 @@ async fn one_unclaimed_job_on_an_unserved_queue_does_not_stop_reclamation() {
     // Before the fix prune stopped at "job 1 is still waiting to be claimed"
     // and every row of all 40 rounds stayed.
     let ready = count(&pool, "SELECT count(*) FROM awa.ready_entries").await;
-    let done = count(&pool, "SELECT count(*) FROM (SELECT job_id, queue, state FROM awa.done_entries UNION ALL SELECT u.job_id, b.queue, 'completed' FROM awa.done_batches b, unnest(b.job_ids) AS u(job_id)) d").await;
+    let done = count(&pool, &format!("SELECT count(*) FROM {TERMINAL_FACTS}")).await;
     assert!(
         ready <= BOUND,
         "ready rows {ready} > {BOUND}; outcomes {outcomes:?}"

@@ -448,10 +448,10 @@ async fn a_killed_worker_with_a_buffer_has_every_job_rescued_and_completed_once(
     let runs = recorder.0.lock().unwrap().clone();
     assert_eq!(runs.len(), JOBS, "every job ran to completion");
     assert!(runs.values().all(|&n| n == 1), "no job completed twice");
-    let per_job: Vec<i64> = sqlx::query_scalar(
-        "SELECT count(*) FROM (SELECT job_id, queue, state FROM awa.done_entries UNION ALL SELECT u.job_id, b.queue, 'completed' FROM awa.done_batches b, unnest(b.job_ids) AS u(job_id)) d WHERE state = 'completed' \
-         GROUP BY job_id ORDER BY job_id",
-    )
+    let per_job: Vec<i64> = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
+        "SELECT count(*) FROM {} WHERE state = 'completed' GROUP BY job_id ORDER BY job_id",
+        common::TERMINAL_FACTS
+    )))
     .fetch_all(&pool)
     .await
     .unwrap();

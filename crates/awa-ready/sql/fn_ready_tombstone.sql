@@ -31,9 +31,7 @@ BEGIN
         RETURN QUERY
         WITH live AS (
             SELECT e.slot, e.job_id, e.lane_seq, e.attempt, e.run_lease,
-                   jsonb_build_object('kind', e.kind, 'args', e.args, 'priority', e.priority,
-                                      'max_attempts', e.max_attempts, 'created_at', e.created_at,
-                                      'metadata', e.metadata) AS body
+                   {schema}.job_body(e.kind, e.args, e.priority, e.max_attempts, e.created_at, e.metadata) AS body
               FROM {schema}.ready_entries e
              WHERE e.job_id = p_job_id AND e.queue = v_entry.queue
                AND e.priority = v_entry.priority AND e.shard = v_entry.shard
