@@ -47,7 +47,7 @@ pub async fn run(jobs: usize) -> Result<ExitCode, BoxError> {
         "enqueueing {jobs} jobs into queue {QUEUE:?} (batches of {BATCH}); \
          {WORKERS} workers x {CONCURRENCY} concurrent no-op handlers, plus a maintenance leader"
     );
-    let fleet = Fleet::start(&pool, &url, &config, latency.clone());
+    let fleet = Fleet::start(&pool, &config, latency.clone());
 
     let bar = ProgressBar::new(jobs as u64).with_style(
         ProgressStyle::with_template(

@@ -72,12 +72,7 @@ pub struct FleetTotals {
 }
 
 impl Fleet {
-    pub fn start(
-        pool: &PgPool,
-        url: &str,
-        config: &FleetConfig,
-        latency: Arc<LatencyRecorder>,
-    ) -> Fleet {
+    pub fn start(pool: &PgPool, config: &FleetConfig, latency: Arc<LatencyRecorder>) -> Fleet {
         let (stop, stop_rx) = watch::channel(false);
         let mut workers = Vec::new();
         let mut stats = Vec::new();
@@ -96,7 +91,7 @@ impl Fleet {
             })));
         }
         let leader = config.leader.then(|| {
-            let leader_config = LeaderConfig::new(url);
+            let leader_config = LeaderConfig::new();
             let tasks = tasks::standard(
                 &schema(),
                 &MaintSettings::default(),

@@ -54,3 +54,61 @@ pub async fn gc(conn: &mut PgConnection, older_than: Duration) -> Result<u64, Co
         .await?;
     Ok(done.rows_affected())
 }
+
+/// How often a registered process refreshes its entry. Entries not seen
+/// for a while are removed by maintenance (`runtime_gc`).
+pub const TOUCH_INTERVAL: Duration = Duration::from_secs(10);
+
+/// A process's entry in the registry, kept fresh by a background task
+/// until [`Registration::stop`] removes it. Dropping it without `stop`
+/// stops the refreshes; maintenance removes the entry later.
+#[derive(Debug)]
+pub struct Registration {
+    instance_id: uuid::Uuid,
+    touch: tokio::task::JoinHandle<()>,
+}
+
+impl Registration {
+    /// Register `info` now and refresh it every [`TOUCH_INTERVAL`].
+    pub async fn start(pool: &sqlx::PgPool, info: &RuntimeInfo) -> Result<Self, ControlError> {
+        let mut conn = pool.acquire().await?;
+        register(&mut conn, info).await?;
+        drop(conn);
+        let pool = pool.clone();
+        let instance_id = info.instance_id;
+        let touch = tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(TOUCH_INTERVAL).await;
+                let touched = async {
+                    let mut conn = pool.acquire().await?;
+                    touch(&mut conn, instance_id).await
+                }
+                .await;
+                if let Err(err) = touched {
+                    tracing::warn!(error = %err, "could not refresh the runtime registry");
+                }
+            }
+        });
+        Ok(Self { instance_id, touch })
+    }
+
+    /// Stop refreshing and remove the entry (best effort: a failure is
+    /// logged, and maintenance removes the entry once it is stale).
+    pub async fn stop(self, pool: &sqlx::PgPool) {
+        self.touch.abort();
+        let removed = async {
+            let mut conn = pool.acquire().await?;
+            deregister(&mut conn, self.instance_id).await
+        }
+        .await;
+        if let Err(err) = removed {
+            tracing::warn!(error = %err, "could not remove this process from the runtime registry");
+        }
+    }
+}
+
+impl Drop for Registration {
+    fn drop(&mut self) {
+        self.touch.abort();
+    }
+}

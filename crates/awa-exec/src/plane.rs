@@ -68,6 +68,15 @@ impl Finish {
         }
     }
 
+    /// The error or reason this result carries, if any.
+    pub fn error_text(&self) -> Option<&str> {
+        match self {
+            Finish::Retry { error, .. } | Finish::Fail { error } => Some(error),
+            Finish::Cancel { reason } | Finish::Rescue { reason } => Some(reason),
+            Finish::Complete | Finish::Snooze { .. } | Finish::Release => None,
+        }
+    }
+
     // `delay_secs` and `error` are the only ways a result reaches the
     // database, so this is the one place handler results are bounded (see
     // `awa_core::bounds`): a result the database cannot store would fail
@@ -152,6 +161,15 @@ pub trait ExecPlane: Send + Sync + std::fmt::Debug {
         token: &AttemptToken,
         progress: &Progress,
     ) -> Result<bool, ExecError>;
+
+    /// The checkpoint saved by this job's attempts (through a heartbeat's
+    /// [`Progress::checkpoint`]), kept across retries; None when nothing
+    /// was saved.
+    async fn checkpoint(
+        &self,
+        conn: &mut PgConnection,
+        job: JobId,
+    ) -> Result<Option<serde_json::Value>, ExecError>;
 
     /// Cancel a job wherever it is; the state it was cancelled from, or
     /// None when it was unknown or already terminal.
@@ -329,6 +347,21 @@ impl ExecPlane for PgExecPlane {
         .fetch_one(conn)
         .await?;
         Ok(live)
+    }
+
+    async fn checkpoint(
+        &self,
+        conn: &mut PgConnection,
+        job: JobId,
+    ) -> Result<Option<serde_json::Value>, ExecError> {
+        let saved: Option<Option<serde_json::Value>> = sqlx::query_scalar(statement(
+            include_str!("../sql/read_checkpoint.sql"),
+            &self.schema,
+        ))
+        .bind(job.0)
+        .fetch_optional(conn)
+        .await?;
+        Ok(saved.flatten())
     }
 
     async fn cancel_job(

@@ -1,6 +1,8 @@
 //! The maintenance leader: one per database, elected by a session advisory
 //! lock held on a connection dedicated to it (never a pooled one, which
-//! could go back to the pool still holding the lock).
+//! could go back to the pool still holding the lock). That connection is
+//! opened with the pool's own connect options (same server, role and TLS
+//! settings), so a candidate needs nothing but the pool.
 //!
 //! While leading, every task runs on its own tokio task. The lock
 //! connection is checked every second; if it is lost, all tasks are
@@ -17,9 +19,8 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::watch;
 
-#[derive(Clone)]
+#[derive(Debug, Clone)]
 pub struct LeaderConfig {
-    pub database_url: String,
     pub instance_id: uuid::Uuid,
     /// How often a candidate tries for the lock.
     pub retry_interval: Duration,
@@ -29,26 +30,15 @@ pub struct LeaderConfig {
     pub pass_timeout: Duration,
 }
 
-/// Debug output never shows the password in `database_url`.
-impl std::fmt::Debug for LeaderConfig {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("LeaderConfig")
-            .field(
-                "database_url",
-                &awa_core::redact::redact_conninfo(&self.database_url),
-            )
-            .field("instance_id", &self.instance_id)
-            .field("retry_interval", &self.retry_interval)
-            .field("check_interval", &self.check_interval)
-            .field("pass_timeout", &self.pass_timeout)
-            .finish()
+impl Default for LeaderConfig {
+    fn default() -> Self {
+        Self::new()
     }
 }
 
 impl LeaderConfig {
-    pub fn new(database_url: impl Into<String>) -> Self {
+    pub fn new() -> Self {
         Self {
-            database_url: database_url.into(),
             instance_id: uuid::Uuid::new_v4(),
             retry_interval: Duration::from_secs(1),
             check_interval: Duration::from_secs(1),
@@ -106,7 +96,7 @@ async fn lead_once(
     // than a candidate stuck forever in connect.
     let mut conn = tokio::time::timeout(
         Duration::from_secs(10),
-        PgConnection::connect(&config.database_url),
+        PgConnection::connect_with(&pool.connect_options()),
     )
     .await
     .map_err(|_| MaintError::LeadershipLost("connecting for the leader lock timed out".into()))??;
@@ -194,20 +184,4 @@ async fn lead_once(
     tracing::info!("stopped leading maintenance");
     let _ = conn.close().await;
     result
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn debug_output_hides_the_password() {
-        for url in [
-            "postgres://u:s3cret@h/db",
-            "postgres://h/db?password=s3cret",
-            "host=h password=s3cret",
-        ] {
-            let shown = format!("{:?}", super::LeaderConfig::new(url));
-            assert!(!shown.contains("s3cret"), "{shown}");
-            assert!(shown.contains("***"), "{shown}");
-        }
-    }
 }

@@ -46,7 +46,7 @@ async fn a_leader_that_loses_its_lock_connection_steps_down_and_another_leads() 
     let mut handles = Vec::new();
     for who in 0..2 {
         let (role_tx, role_rx) = watch::channel(Role::Candidate);
-        let mut config = LeaderConfig::new(db.url());
+        let mut config = LeaderConfig::new();
         config.retry_interval = Duration::from_millis(200);
         config.check_interval = Duration::from_millis(200);
         let tasks: Vec<Arc<dyn MaintTask>> = vec![Arc::new(Recorder {

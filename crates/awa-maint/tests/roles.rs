@@ -679,19 +679,6 @@ async fn claim_n(conn: &mut PgConnection, q: &QueueName, n: usize) -> Vec<awa_co
     out
 }
 
-/// `url` with its user and password replaced.
-fn url_as(url: &str, user: &str, password: &str) -> String {
-    let (scheme, rest) = url.split_once("://").unwrap();
-    let rest = match rest.split_once('/') {
-        Some((authority, path)) => {
-            let host = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
-            format!("{host}/{path}")
-        }
-        None => rest.rsplit_once('@').map_or(rest, |(_, h)| h).to_string(),
-    };
-    format!("{scheme}://{user}:{password}@{rest}")
-}
-
 #[tokio::test]
 async fn every_runtime_path_works_under_the_runtime_role() {
     use awa_control::{ControlPlane, PgControlPlane, queues::QueueConfig, runtimes};
@@ -933,7 +920,7 @@ async fn every_runtime_path_works_under_the_runtime_role() {
             task.name()
         );
     }
-    let mut config = awa_maint::leader::LeaderConfig::new(url_as(db.url(), &role, "runtime"));
+    let mut config = awa_maint::leader::LeaderConfig::new();
     config.retry_interval = Duration::from_millis(100);
     config.check_interval = Duration::from_millis(100);
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);

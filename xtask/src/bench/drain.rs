@@ -90,7 +90,6 @@ async fn run_system(
     let started = Instant::now();
     let fleet_ = system.start(
         &pool,
-        db.url(),
         &FleetConfig {
             queue,
             workers: WORKERS,

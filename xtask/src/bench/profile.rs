@@ -137,7 +137,6 @@ pub async fn run(ctx: &Ctx) -> Result<BTreeMap<String, String>, BoxError> {
         let b = insert_lsn(&pool).await?;
         let fleet_ = crate::fleet::Fleet::start(
             &pool,
-            db.url(),
             &crate::fleet::FleetConfig {
                 queue: queue.clone(),
                 workers: 1,

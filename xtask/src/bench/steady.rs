@@ -227,7 +227,6 @@ pub async fn run_rate(
     let latency = LatencyRecorder::new();
     let fleet_ = system.start(
         &pool,
-        db.url(),
         &FleetConfig {
             queue: queue.clone(),
             workers: WORKERS,

@@ -61,12 +61,11 @@ impl System {
     pub fn start(
         self,
         pool: &PgPool,
-        url: &str,
         config: &FleetConfig,
         latency: Arc<LatencyRecorder>,
     ) -> AnyFleet {
         match self {
-            System::Awa => AnyFleet::Awa(Fleet::start(pool, url, config, latency)),
+            System::Awa => AnyFleet::Awa(Fleet::start(pool, config, latency)),
             System::Baseline(completion) => {
                 AnyFleet::Baseline(BaselineFleet::start(pool, config, completion, latency))
             }

@@ -48,7 +48,7 @@ async fn run_maint(cli: &Cli, args: &MaintRunArgs) -> Result<(), CliError> {
         pool.close().await;
         return result;
     }
-    let config = LeaderConfig::new(url);
+    let config = LeaderConfig::new();
     let instance = config.instance_id;
     let tasks = tasks(&settings, instance);
     let (stop_tx, stop_rx) = watch::channel(false);

@@ -54,7 +54,7 @@ async fn run_worker(cli: &Cli, args: &WorkerRunArgs) -> Result<(), CliError> {
     worker.register_default(handler);
 
     let (stop_tx, stop_rx) = watch::channel(false);
-    let leader_config = LeaderConfig::new(url);
+    let leader_config = LeaderConfig::new();
     let tasks = super::maint::tasks(&settings, leader_config.instance_id);
     let maintenance = (!args.no_maintenance).then(|| {
         tokio::spawn(leader::run(

@@ -20,7 +20,7 @@
 //! Graceful shutdown bounds this task from outside: past the grace
 //! deadline the worker aborts it, and whatever was not recorded is rescued.
 
-use super::Stats;
+use super::{About, Done, JobEvent, Stats};
 use crate::{ExecError, ExecPlane, Finish, Finished, PgExecPlane};
 use awa_core::AttemptToken;
 use std::sync::Arc;
@@ -44,22 +44,28 @@ const MAX_QUOTED_ERROR: usize = 512;
 
 type Item = (AttemptToken, Finish);
 
+/// Where accepted results are reported once committed (lifecycle hooks).
+type Events = Option<mpsc::UnboundedSender<JobEvent>>;
+
 pub(crate) async fn run(
     pool: sqlx::PgPool,
     plane: Arc<PgExecPlane>,
-    mut rx: mpsc::UnboundedReceiver<Item>,
+    mut rx: mpsc::UnboundedReceiver<Done>,
     stats: Arc<Stats>,
+    events: Events,
 ) {
     let mut batch = Vec::with_capacity(MAX_BATCH);
+    let mut about = Vec::with_capacity(MAX_BATCH);
     while let Some(first) = rx.recv().await {
-        batch.push(first);
-        while batch.len() < MAX_BATCH {
-            match rx.try_recv() {
-                Ok(item) => batch.push(item),
-                Err(_) => break,
+        let mut next = Some(first);
+        while let Some((token, finish, job)) = next.take() {
+            batch.push((token, finish));
+            about.push(job);
+            if batch.len() < MAX_BATCH {
+                next = rx.try_recv().ok();
             }
         }
-        write_batch(&pool, &plane, &mut batch, &stats).await;
+        write_batch(&pool, &plane, &mut batch, &mut about, &stats, &events).await;
     }
 }
 
@@ -67,26 +73,36 @@ async fn write_batch(
     pool: &sqlx::PgPool,
     plane: &PgExecPlane,
     batch: &mut Vec<Item>,
+    about: &mut Vec<Option<Arc<About>>>,
     stats: &Stats,
+    events: &Events,
 ) {
     match write_retrying(pool, plane, batch).await {
-        Ok(finished) => record(stats, &finished),
+        Ok(finished) => record(stats, events, batch, about, &finished),
         Err(err) if batch.len() == 1 => {
             let item = batch.pop().expect("one item");
-            write_fallback(pool, plane, item, err, stats).await;
+            let job = about.pop().expect("one item");
+            write_fallback(pool, plane, item, job, err, stats, events).await;
         }
         Err(err) => {
             tracing::warn!(error = %err, jobs = batch.len(),
                 "a result in this batch cannot be stored; writing the results one by one");
-            for item in batch.drain(..) {
+            for (item, job) in batch.drain(..).zip(about.drain(..)) {
                 match write_retrying(pool, plane, std::slice::from_ref(&item)).await {
-                    Ok(finished) => record(stats, &finished),
-                    Err(err) => write_fallback(pool, plane, item, err, stats).await,
+                    Ok(finished) => record(
+                        stats,
+                        events,
+                        std::slice::from_ref(&item),
+                        std::slice::from_ref(&job),
+                        &finished,
+                    ),
+                    Err(err) => write_fallback(pool, plane, item, job, err, stats, events).await,
                 }
             }
         }
     }
     batch.clear();
+    about.clear();
 }
 
 /// Write `items` in one call, retrying transient failures with backoff;
@@ -123,8 +139,10 @@ async fn write_fallback(
     pool: &sqlx::PgPool,
     plane: &PgExecPlane,
     (token, finish): Item,
+    job: Option<Arc<About>>,
     err: ExecError,
     stats: &Stats,
+    events: &Events,
 ) {
     stats.unstorable.fetch_add(1, Ordering::Relaxed);
     if finish == Finish::Release {
@@ -140,8 +158,9 @@ async fn write_fallback(
         delay: None,
         error: fallback_text(&finish, &err),
     };
-    match write_retrying(pool, plane, &[(token, fallback)]).await {
-        Ok(finished) => record(stats, &finished),
+    let item = [(token, fallback)];
+    match write_retrying(pool, plane, &item).await {
+        Ok(finished) => record(stats, events, &item, &[job], &finished),
         Err(err) => tracing::error!(job_id = %token.job_id, run_lease = %token.run_lease,
             error = %err,
             "not even the fallback result could be stored; dropping it: maintenance will rescue the attempt once it is stale (at-least-once)"),
@@ -179,10 +198,33 @@ fn fallback_text(finish: &Finish, err: &ExecError) -> String {
     )
 }
 
-fn record(stats: &Stats, finished: &[Finished]) {
-    for f in finished {
+/// Count what was written and report accepted results to the hooks. Runs
+/// only once `finish` returned, so after its transaction committed: a call
+/// that failed (and rolled back) reports nothing, and is retried or split.
+fn record(
+    stats: &Stats,
+    events: &Events,
+    items: &[Item],
+    about: &[Option<Arc<About>>],
+    finished: &[Finished],
+) {
+    // `finish` answers in input order, one row per item.
+    for (i, f) in finished.iter().enumerate() {
         if f.accepted {
             stats.record(f.next_state);
+            if let (Some(tx), Some(state), Some(Some(job)), Some((_, finish))) =
+                (events, f.next_state, about.get(i), items.get(i))
+            {
+                let _ = tx.send(JobEvent {
+                    job_id: f.job_id,
+                    run_lease: f.run_lease,
+                    queue: job.queue.clone(),
+                    kind: job.kind.clone(),
+                    attempt: job.attempt,
+                    state,
+                    error: finish.error_text().map(str::to_owned),
+                });
+            }
         } else {
             stats.rejected.fetch_add(1, Ordering::Relaxed);
             tracing::warn!(job_id = %f.job_id, run_lease = %f.run_lease,

@@ -10,9 +10,9 @@
 //! the moment they are claimed, so they are heartbeated like running
 //! ones, released on shutdown, and rescued if the worker dies.
 
-use super::{InFlight, Stats, handler::*};
+use super::{About, Done, InFlight, Stats, handler::*};
 use crate::{ExecError, ExecPlane, Finish, Frontier, PgExecPlane};
-use awa_core::{AttemptToken, QueueName};
+use awa_core::QueueName;
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -32,7 +32,9 @@ pub(crate) struct Dispatcher {
     pub handlers: Arc<HashMap<String, Arc<dyn Handler>>>,
     pub wake: Arc<Notify>,
     pub stop: watch::Receiver<bool>,
-    pub done: mpsc::UnboundedSender<(AttemptToken, Finish)>,
+    pub done: mpsc::UnboundedSender<Done>,
+    /// Lifecycle hooks are registered: send what they report with results.
+    pub events: bool,
     pub in_flight: InFlight,
     pub stats: Arc<Stats>,
 }
@@ -311,7 +313,7 @@ fn release_buffer(d: &Dispatcher, buffer: &mut Buffer) {
     let mut map = d.in_flight.lock().expect("in-flight lock");
     while let Some(job) = buffer.pop() {
         if map.remove(&job.token).is_some() {
-            let _ = d.done.send((job.token, Finish::Release));
+            let _ = d.done.send((job.token, Finish::Release, None));
             released += 1;
         }
     }
@@ -344,6 +346,13 @@ fn start_job(
         return;
     }
     let lost = entry.lost.clone();
+    let about = d.events.then(|| {
+        Arc::new(About {
+            queue: job.queue.clone(),
+            kind: job.kind.clone(),
+            attempt: job.attempt,
+        })
+    });
     let ctx = JobContext {
         job,
         pool: d.pool.clone(),
@@ -358,45 +367,41 @@ fn start_job(
     let task = tokio::spawn({
         let in_flight = d.in_flight.clone();
         async move {
-            let kind = ctx.job.kind.clone();
             let began = std::time::Instant::now();
-            let result = match handler {
-                Some(h) => {
-                    // A panicking handler must not lose the job: run it in
-                    // its own task and turn a panic into a retry.
-                    match tokio::spawn(async move { h.handle(ctx).await }).await {
-                        Ok(result) => result,
-                        Err(join) => Err(JobError::Retry(format!("handler panicked: {join}"))),
-                    }
-                }
-                None => Err(JobError::Permanent(format!(
-                    "no handler is registered for job kind {kind:?}"
-                ))),
-            };
+            let result = run_handler(handler, ctx).await;
             record_duration(&avg, began.elapsed());
-            let finish = match result {
-                Ok(Outcome::Complete) => Finish::Complete,
-                Ok(Outcome::Snooze(delay)) => Finish::Snooze { delay },
-                Ok(Outcome::Cancel(reason)) => Finish::Cancel { reason },
-                Err(JobError::Retry(error)) => Finish::Retry { delay: None, error },
-                Err(JobError::RetryAfter(delay, error)) => Finish::Retry {
-                    delay: Some(delay),
-                    error,
-                },
-                Err(JobError::Permanent(error)) => Finish::Fail { error },
-            };
+            let finish = finish_for(result);
             let mine = in_flight
                 .lock()
                 .expect("in-flight lock")
                 .remove(&token)
                 .is_some();
             if mine {
-                let _ = done.send((token, finish));
+                let _ = done.send((token, finish, about));
             }
             drop(permit);
         }
     });
     entry.abort = Some(task.abort_handle());
+}
+
+/// Run the handler for one attempt. A panicking handler must not lose the
+/// job: it runs in its own task and a panic becomes a retry. No handler
+/// for the kind is a permanent failure naming it.
+pub(crate) async fn run_handler(
+    handler: Option<Arc<dyn Handler>>,
+    ctx: JobContext,
+) -> HandlerResult {
+    match handler {
+        Some(h) => match tokio::spawn(async move { h.handle(ctx).await }).await {
+            Ok(result) => result,
+            Err(join) => Err(JobError::Retry(format!("handler panicked: {join}"))),
+        },
+        None => Err(JobError::Permanent(format!(
+            "no handler is registered for job kind {:?}",
+            ctx.job.kind
+        ))),
+    }
 }
 
 /// Fold one job's run time into the running average (at least 1 µs, so a

@@ -1,6 +1,6 @@
 //! What a job handler is and what it sees.
 
-use crate::{ExecError, ExecPlane, PgExecPlane, Progress};
+use crate::{ExecError, ExecPlane, Finish, PgExecPlane, Progress};
 use async_trait::async_trait;
 use awa_core::ClaimedJob;
 use std::sync::Arc;
@@ -32,6 +32,21 @@ pub enum JobError {
 }
 
 pub type HandlerResult = Result<Outcome, JobError>;
+
+/// What the worker writes for a handler's result.
+pub(crate) fn finish_for(result: HandlerResult) -> Finish {
+    match result {
+        Ok(Outcome::Complete) => Finish::Complete,
+        Ok(Outcome::Snooze(delay)) => Finish::Snooze { delay },
+        Ok(Outcome::Cancel(reason)) => Finish::Cancel { reason },
+        Err(JobError::Retry(error)) => Finish::Retry { delay: None, error },
+        Err(JobError::RetryAfter(delay, error)) => Finish::Retry {
+            delay: Some(delay),
+            error,
+        },
+        Err(JobError::Permanent(error)) => Finish::Fail { error },
+    }
+}
 
 /// A typed async job handler, registered per job kind.
 #[async_trait]
@@ -67,6 +82,45 @@ impl JobContext {
     /// be rejected; a long handler should stop.
     pub fn attempt_lost(&self) -> bool {
         self.lost.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Which attempt this is (1 for the first run; snoozes do not count).
+    pub fn attempt(&self) -> i32 {
+        self.job.attempt
+    }
+
+    /// The job's metadata, as enqueued.
+    pub fn metadata(&self) -> Option<&serde_json::Value> {
+        self.job.metadata.as_ref()
+    }
+
+    /// True once this attempt was cancelled by an operator (or rescued by
+    /// maintenance): the worker learns it at its heartbeats, which run for
+    /// attempts older than the heartbeat cadence, or at an explicit
+    /// [`JobContext::heartbeat`]. Its result will be rejected; stop.
+    pub fn is_cancelled(&self) -> bool {
+        self.attempt_lost()
+    }
+
+    /// The checkpoint an earlier attempt of this job saved (see
+    /// [`JobContext::save_checkpoint`]); None on a fresh job. Checkpoints
+    /// survive retries and rescues and are dropped when the job ends.
+    pub async fn checkpoint(&self) -> Result<Option<serde_json::Value>, ExecError> {
+        let mut conn = self.pool.acquire().await?;
+        self.plane
+            .checkpoint(&mut conn, self.job.token.job_id)
+            .await
+    }
+
+    /// Save a checkpoint for the next attempt to resume from (this also
+    /// heartbeats the attempt). False when the attempt is no longer ours:
+    /// nothing was saved.
+    pub async fn save_checkpoint(&self, checkpoint: serde_json::Value) -> Result<bool, ExecError> {
+        self.heartbeat(Progress {
+            checkpoint: Some(checkpoint),
+            ..Progress::default()
+        })
+        .await
     }
 
     /// True once the worker is shutting down: long handlers should wrap up.

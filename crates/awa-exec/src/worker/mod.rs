@@ -16,8 +16,8 @@ mod handler;
 
 pub use handler::{Handler, HandlerResult, JobContext, JobError, Outcome};
 
-use crate::{ExecError, Finish, PgExecPlane};
-use awa_core::{AttemptToken, JobState, QueueName, SchemaName};
+use crate::{ExecError, ExecPlane, Finish, Finished, Frontier, PgExecPlane};
+use awa_core::{AttemptToken, JobId, JobState, QueueName, RunLease, SchemaName};
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -171,11 +171,56 @@ pub struct StatsSnapshot {
     pub unstorable: u64,
 }
 
+/// One attempt's result, reported to lifecycle hooks once the finish call
+/// that wrote it has committed. A result that was rejected (the attempt
+/// was cancelled or rescued meanwhile), or whose write failed and rolled
+/// back, is not reported; a write retried after a failure is reported once,
+/// when it commits.
+#[derive(Debug, Clone, PartialEq)]
+pub struct JobEvent {
+    pub job_id: JobId,
+    pub run_lease: RunLease,
+    pub queue: QueueName,
+    pub kind: String,
+    /// The attempt that ended (1 for the first run).
+    pub attempt: i32,
+    /// Where the job went: completed, retryable, snoozed, cancelled,
+    /// failed or dead-lettered.
+    pub state: JobState,
+    /// The handler's error or cancel reason, when it gave one.
+    pub error: Option<String>,
+}
+
+/// A lifecycle hook: called once per reported [`JobEvent`], in commit
+/// order, on a task of its own (a slow hook delays other hooks, never
+/// finishing). A panicking hook is logged and skipped.
+pub type EventHook = Arc<dyn Fn(&JobEvent) + Send + Sync>;
+
+/// What the completer needs to report an attempt's event.
+#[derive(Debug)]
+pub(crate) struct About {
+    pub queue: QueueName,
+    pub kind: String,
+    pub attempt: i32,
+}
+
+/// A result on its way to the completer (`About` only when hooks exist).
+pub(crate) type Done = (AttemptToken, Finish, Option<Arc<About>>);
+
+/// What [`Worker::work_one`] did with the job it claimed.
+#[derive(Debug, Clone)]
+pub struct Worked {
+    pub job: awa_core::ClaimedJob,
+    /// What the handler's result became in the database.
+    pub finished: Finished,
+}
+
 /// A worker: handlers by kind plus the queues to serve.
 pub struct Worker {
     pool: sqlx::PgPool,
     config: WorkerConfig,
     handlers: HashMap<String, Arc<dyn Handler>>,
+    hooks: Vec<EventHook>,
     stats: Arc<Stats>,
 }
 
@@ -211,6 +256,7 @@ impl Worker {
             pool,
             config,
             handlers: HashMap::new(),
+            hooks: Vec::new(),
             stats: Arc::new(Stats::default()),
         }
     }
@@ -230,28 +276,121 @@ impl Worker {
         self
     }
 
+    /// Call `hook` for every result once it has committed (see
+    /// [`JobEvent`]): metrics and follow-up work.
+    pub fn on_event(&mut self, hook: impl Fn(&JobEvent) + Send + Sync + 'static) -> &mut Self {
+        self.hooks.push(Arc::new(hook));
+        self
+    }
+
+    /// Claim one job of `queue`, run its handler inline, and record the
+    /// result, without starting dispatchers, the completer or heartbeats:
+    /// for tests of handlers against a real database. None when nothing of
+    /// `queue` is runnable now. Lifecycle hooks are not called.
+    pub async fn work_one(&self, queue: &QueueName) -> Result<Option<Worked>, ExecError> {
+        let plane = Arc::new(PgExecPlane::new(self.config.schema.clone()));
+        let mut frontier = Frontier::default();
+        // A claim may see work before the claim frontier has settled past
+        // it (a producer that just committed): look again briefly.
+        let mut job = None;
+        for _ in 0..50 {
+            let mut conn = self.pool.acquire().await?;
+            let mut claimed = plane
+                .claim(
+                    &mut conn,
+                    queue,
+                    1,
+                    &mut frontier,
+                    Some(self.config.instance_id),
+                )
+                .await?;
+            drop(conn);
+            if let Some(j) = claimed.pop() {
+                job = Some(j);
+                break;
+            }
+            if !frontier.is_waiting() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        let Some(job) = job else {
+            return Ok(None);
+        };
+        self.stats.claimed.fetch_add(1, Ordering::Relaxed);
+        let handler = self
+            .handlers
+            .get(&job.kind)
+            .or_else(|| self.handlers.get(""))
+            .cloned();
+        let (_stop_tx, stop_rx) = watch::channel(false);
+        let ctx = JobContext {
+            job: job.clone(),
+            pool: self.pool.clone(),
+            plane: plane.clone(),
+            shutdown: stop_rx,
+            lost: Default::default(),
+        };
+        let finish = handler::finish_for(dispatcher::run_handler(handler, ctx).await);
+        let mut conn = self.pool.acquire().await?;
+        let finished = plane
+            .finish(&mut conn, &[(job.token, finish)])
+            .await?
+            .pop()
+            .expect("finish answers one row per attempt");
+        if finished.accepted {
+            self.stats.record(finished.next_state);
+        } else {
+            self.stats.rejected.fetch_add(1, Ordering::Relaxed);
+        }
+        Ok(Some(Worked { job, finished }))
+    }
+
     /// Live counters, for progress displays.
     pub fn stats(&self) -> Arc<Stats> {
         self.stats.clone()
     }
 
-    /// Serve until `shutdown` resolves, then shut down gracefully.
+    /// Serve until `shutdown` resolves, then shut down gracefully within
+    /// the configured grace period.
     pub async fn run(
         self,
         shutdown: impl std::future::Future<Output = ()> + Send,
+    ) -> Result<StatsSnapshot, ExecError> {
+        let grace = self.config.shutdown_grace;
+        self.run_with_grace(async move {
+            shutdown.await;
+            grace
+        })
+        .await
+    }
+
+    /// Serve until `shutdown` resolves to the grace period to shut down
+    /// within (checked like [`WorkerConfig::shutdown_grace`]).
+    pub async fn run_with_grace(
+        mut self,
+        shutdown: impl std::future::Future<Output = Duration> + Send,
     ) -> Result<StatsSnapshot, ExecError> {
         self.config.validate()?;
         let plane = Arc::new(PgExecPlane::new(self.config.schema.clone()));
         let handlers = Arc::new(self.handlers);
         let (stop_tx, stop_rx) = watch::channel(false);
-        let (done_tx, done_rx) = mpsc::unbounded_channel::<(AttemptToken, Finish)>();
+        let (done_tx, done_rx) = mpsc::unbounded_channel::<Done>();
         let in_flight: InFlight = Default::default();
+        let events = !self.hooks.is_empty();
+        let (event_tx, hook_task) = if events {
+            let (tx, rx) = mpsc::unbounded_channel();
+            (Some(tx), Some(tokio::spawn(run_hooks(rx, self.hooks))))
+        } else {
+            (None, None)
+        };
 
         let completer = tokio::spawn(completer::run(
             self.pool.clone(),
             plane.clone(),
             done_rx,
             self.stats.clone(),
+            event_tx,
         ));
 
         let mut wakers: HashMap<String, Arc<Notify>> = HashMap::new();
@@ -275,6 +414,7 @@ impl Worker {
                 wake: notify,
                 stop: stop_rx.clone(),
                 done: done_tx.clone(),
+                events,
                 in_flight: in_flight.clone(),
                 stats: self.stats.clone(),
             })));
@@ -291,8 +431,15 @@ impl Worker {
             self.config.heartbeat_interval,
         ));
 
-        shutdown.await;
-        tracing::info!("worker shutting down: no new claims");
+        let grace = shutdown.await;
+        self.config.shutdown_grace = match awa_core::bounds::SHUTDOWN_GRACE.check(grace) {
+            Ok(grace) => grace,
+            Err(err) => {
+                tracing::warn!(error = %err, "shutdown grace out of bounds; using the configured one");
+                self.config.shutdown_grace
+            }
+        };
+        tracing::info!(grace = ?self.config.shutdown_grace, "worker shutting down: no new claims");
         let grace_over = tokio::time::Instant::now() + self.config.shutdown_grace;
         let _ = stop_tx.send(true);
         // A dispatcher stuck in a claim the database does not answer is
@@ -334,7 +481,7 @@ impl Worker {
             if let Some(abort) = running.abort {
                 abort.abort();
             }
-            let _ = done_tx.send((token, Finish::Release));
+            let _ = done_tx.send((token, Finish::Release, None));
         }
         drop(done_tx);
         let record_over = tokio::time::Instant::now().max(grace_over) + RECORD_GRACE;
@@ -350,7 +497,30 @@ impl Worker {
                  maintenance rescues those attempts once they are stale"
             );
         }
+        // The completer is gone, so the hooks' channel is closed: they
+        // finish what was reported, within the record grace.
+        if let Some(hooks) = hook_task {
+            let abort = hooks.abort_handle();
+            if tokio::time::timeout_at(record_over, hooks).await.is_err() {
+                abort.abort();
+                tracing::warn!("lifecycle hooks did not finish within the shutdown grace period");
+            }
+        }
         Ok(self.stats.snapshot())
+    }
+}
+
+/// Call every hook for each event, in order. A panic in a hook is logged
+/// and does not stop the others.
+async fn run_hooks(mut rx: mpsc::UnboundedReceiver<JobEvent>, hooks: Vec<EventHook>) {
+    while let Some(event) = rx.recv().await {
+        for hook in &hooks {
+            let call = std::panic::AssertUnwindSafe(|| hook(&event));
+            if std::panic::catch_unwind(call).is_err() {
+                tracing::error!(job_id = %event.job_id, state = %event.state.as_str(),
+                    "a lifecycle hook panicked; skipping it for this event");
+            }
+        }
     }
 }
 

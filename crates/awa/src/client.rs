@@ -1,0 +1,234 @@
+//! The producer side: inserting typed or untyped jobs, in the caller's
+//! transaction or on the pool.
+
+use crate::{Error, InsertOpts, Job, job::new_job};
+use awa_core::{JobId, NewJob, SchemaName};
+use awa_ready::{PgReadyPlane, ReadyPlane};
+use sqlx::{Acquire, PgPool, Postgres};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// What one insert did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct Inserted {
+    /// The new job's id, or, when its unique key was taken, the id of the
+    /// live job holding the key.
+    pub id: JobId,
+    /// False when the unique key was already held (nothing was inserted).
+    pub inserted: bool,
+    /// True when the job waits for its `run_at`.
+    pub scheduled: bool,
+}
+
+impl From<awa_ready::Enqueued> for Inserted {
+    fn from(e: awa_ready::Enqueued) -> Self {
+        Self {
+            id: e.job_id,
+            inserted: e.inserted,
+            scheduled: e.scheduled,
+        }
+    }
+}
+
+/// A handle on one Awa substrate: inserts jobs, and, when built with
+/// [`Client::builder`] and started, runs workers and a maintenance-leader
+/// candidate until [`Client::shutdown`].
+///
+/// Cloning is cheap; clones share the pool and the running workers.
+#[derive(Debug, Clone)]
+pub struct Client {
+    pub(crate) pool: PgPool,
+    pub(crate) schema: SchemaName,
+    pub(crate) ready: PgReadyPlane,
+    pub(crate) runtime: Option<Arc<crate::builder::Runtime>>,
+}
+
+/// How long connecting may take before [`Client::connect`] gives up.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+impl Client {
+    /// A producer-only client on `pool`, for the default substrate `awa`.
+    pub fn new(pool: PgPool) -> Self {
+        Self::with_schema(pool, SchemaName::default_schema())
+    }
+
+    /// A producer-only client for substrate `schema`.
+    pub fn with_schema(pool: PgPool, schema: SchemaName) -> Self {
+        Self {
+            ready: PgReadyPlane::new(schema.clone()),
+            pool,
+            schema,
+            runtime: None,
+        }
+    }
+
+    /// Connect a pool of up to `max_connections` to `url` (a `postgres://`
+    /// URL; `sslmode` and `sslrootcert` as libpq understands them) and
+    /// check the database is migrated to a schema this client can use.
+    pub async fn connect(url: &str, max_connections: u32) -> Result<Self, Error> {
+        let pool = connect_pool(url, max_connections).await?;
+        let client = Self::new(pool);
+        client.check_schema().await?;
+        Ok(client)
+    }
+
+    /// A worker client: add queues and handlers, then `start()`.
+    pub fn builder(pool: PgPool) -> crate::ClientBuilder {
+        crate::ClientBuilder::new(pool)
+    }
+
+    pub fn pool(&self) -> &PgPool {
+        &self.pool
+    }
+
+    pub fn schema(&self) -> &SchemaName {
+        &self.schema
+    }
+
+    /// Fail with a clear message when the database is not migrated (run
+    /// `awa migrate` or `cargo xtask migrate`) or was migrated by a newer
+    /// release than this client.
+    pub async fn check_schema(&self) -> Result<(), Error> {
+        let mut conn = self.pool.acquire().await?;
+        match awa_maint::migrate::check_compatible(&mut conn).await? {
+            Some(_) => Ok(()),
+            None => Err(awa_maint::MaintError::NotMigrated.into()),
+        }
+    }
+
+    /// Insert one typed job with its type's defaults: on a transaction
+    /// (`&mut tx`: visible when it commits, gone if it rolls back), a
+    /// connection, or the pool (`client.pool()`: committed at once).
+    pub async fn insert<'c, A, J>(&self, conn: A, job: &J) -> Result<Inserted, Error>
+    where
+        A: Acquire<'c, Database = Postgres>,
+        J: Job,
+    {
+        self.insert_with(conn, job, InsertOpts::default()).await
+    }
+
+    /// Insert one typed job with options over its type's defaults.
+    pub async fn insert_with<'c, A, J>(
+        &self,
+        conn: A,
+        job: &J,
+        opts: InsertOpts,
+    ) -> Result<Inserted, Error>
+    where
+        A: Acquire<'c, Database = Postgres>,
+        J: Job,
+    {
+        let new = new_job(job, opts)?;
+        let mut done = self.insert_raw(conn, std::slice::from_ref(&new)).await?;
+        Ok(done.pop().expect("one result per job"))
+    }
+
+    /// Insert many typed jobs in one round trip (the array path); results
+    /// in input order.
+    pub async fn insert_many<'c, A, J>(&self, conn: A, jobs: &[J]) -> Result<Vec<Inserted>, Error>
+    where
+        A: Acquire<'c, Database = Postgres>,
+        J: Job,
+    {
+        let new = typed_batch(jobs)?;
+        self.insert_raw(conn, &new).await
+    }
+
+    /// Insert a large batch through COPY (worth it from about a thousand
+    /// jobs): the same outcome as [`Client::insert_many`]. Runs in a
+    /// savepoint when `conn` is a transaction. Needs PostgreSQL's default
+    /// TEMPORARY privilege on the database.
+    pub async fn insert_many_copy<'c, A, J>(
+        &self,
+        conn: A,
+        jobs: &[J],
+    ) -> Result<Vec<Inserted>, Error>
+    where
+        A: Acquire<'c, Database = Postgres>,
+        J: Job,
+    {
+        let new = typed_batch(jobs)?;
+        let mut conn = conn.acquire().await?;
+        let done = self.ready.enqueue_copy(&mut conn, &new).await?;
+        Ok(done.into_iter().map(Inserted::from).collect())
+    }
+
+    /// Insert untyped jobs (any kind, JSON args) in one round trip.
+    pub async fn insert_raw<'c, A>(&self, conn: A, jobs: &[NewJob]) -> Result<Vec<Inserted>, Error>
+    where
+        A: Acquire<'c, Database = Postgres>,
+    {
+        let mut conn = conn.acquire().await?;
+        let done = self.ready.enqueue(&mut conn, jobs).await?;
+        Ok(done.into_iter().map(Inserted::from).collect())
+    }
+
+    /// One job as the read views show it (any state), or None.
+    pub async fn job(&self, id: JobId) -> Result<Option<awa_history::JobView>, Error> {
+        use awa_history::HistoryPlane;
+        let mut conn = self.pool.acquire().await?;
+        Ok(awa_history::PgHistoryPlane::new(self.schema.clone())
+            .job(&mut conn, id)
+            .await?)
+    }
+
+    /// Cancel a job wherever it is (waiting, scheduled or running: a
+    /// running attempt's result is then rejected, and its handler sees
+    /// `is_cancelled()` at its next heartbeat). Returns the state it was
+    /// cancelled from, or None when it was unknown or already finished.
+    pub async fn cancel(&self, id: JobId) -> Result<Option<String>, Error> {
+        use awa_exec::ExecPlane;
+        let mut conn = self.pool.acquire().await?;
+        Ok(awa_exec::PgExecPlane::new(self.schema.clone())
+            .cancel_job(&mut conn, id)
+            .await?)
+    }
+
+    /// Stop the workers started by [`crate::ClientBuilder::start`]: no new
+    /// claims; in-flight jobs get up to `grace` to finish, buffered and
+    /// unfinished ones are released to run again (never lost); then the
+    /// maintenance candidate stops and the process leaves the runtime
+    /// registry. Returns the worker's counters. A producer-only client has
+    /// nothing to stop and returns zeros.
+    pub async fn shutdown(
+        &self,
+        grace: Duration,
+    ) -> Result<awa_exec::worker::StatsSnapshot, Error> {
+        awa_core::bounds::SHUTDOWN_GRACE.check(grace)?;
+        match &self.runtime {
+            Some(rt) => rt.shutdown(&self.pool, grace).await,
+            None => Ok(Default::default()),
+        }
+    }
+
+    /// The running worker's live counters (None for a producer-only client).
+    pub fn stats(&self) -> Option<awa_exec::worker::StatsSnapshot> {
+        self.runtime.as_ref().map(|rt| rt.stats.snapshot())
+    }
+}
+
+fn typed_batch<J: Job>(jobs: &[J]) -> Result<Vec<NewJob>, Error> {
+    jobs.iter()
+        .map(|j| new_job(j, InsertOpts::default()))
+        .collect()
+}
+
+/// A pool for `url`, with a bounded connect time. Errors never quote the
+/// URL (it may carry a password).
+pub(crate) async fn connect_pool(url: &str, max_connections: u32) -> Result<PgPool, Error> {
+    let connecting = sqlx::postgres::PgPoolOptions::new()
+        .max_connections(max_connections.max(1))
+        .acquire_timeout(CONNECT_TIMEOUT)
+        .connect(url);
+    match tokio::time::timeout(CONNECT_TIMEOUT, connecting).await {
+        Ok(Ok(pool)) => Ok(pool),
+        Ok(Err(err)) => Err(Error::Connect(format!(
+            "{} (check the host, port, credentials and sslmode)",
+            awa_core::db_error::Described(&err)
+        ))),
+        Err(_) => Err(Error::Connect(format!(
+            "no answer within {} s",
+            CONNECT_TIMEOUT.as_secs()
+        ))),
+    }
+}

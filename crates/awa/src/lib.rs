@@ -1,0 +1,113 @@
+//! Awa: a PostgreSQL-only job queue. This crate is what an application
+//! depends on.
+//!
+//! Owns: the application-facing API over the plane crates: [`Client`]
+//! (insert typed or untyped jobs in the caller's transaction, on a
+//! connection or on the pool), typed jobs ([`Job`], `#[derive(Job)]`),
+//! the worker builder ([`ClientBuilder`]: queues, handlers, retry
+//! policies, lifecycle hooks, a maintenance-leader candidate by default),
+//! and [`testing`] helpers.
+//!
+//! Does not own: any SQL or table. Enqueue is `awa-ready`, claiming,
+//! finishing and the worker runtime are `awa-exec`, read views are
+//! `awa-history`, maintenance is `awa-maint`; those crates stay usable on
+//! their own. The database must be migrated first (`awa migrate` or
+//! `cargo xtask migrate`); [`Client::connect`] and
+//! [`ClientBuilder::start`] check it.
+//!
+//! ```no_run
+//! use awa::{Client, Job, JobContext, HandlerResult, Outcome};
+//! use std::time::Duration;
+//!
+//! #[derive(serde::Serialize, serde::Deserialize, awa::Job)]
+//! #[awa(kind = "send_welcome", queue = "email")]
+//! struct SendWelcome { user_id: i64 }
+//!
+//! async fn send_welcome(job: SendWelcome, _ctx: JobContext) -> HandlerResult {
+//!     println!("welcome, user {}", job.user_id);
+//!     Ok(Outcome::Complete)
+//! }
+//!
+//! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+//! let pool = sqlx::PgPool::connect("postgres://localhost/app").await?;
+//! let client = Client::builder(pool.clone())
+//!     .queue("email", 16)
+//!     .register::<SendWelcome>(send_welcome)
+//!     .start()
+//!     .await?;
+//!
+//! let mut tx = pool.begin().await?;
+//! // ... the application's own writes on `tx` ...
+//! client.insert(&mut *tx, &SendWelcome { user_id: 42 }).await?;
+//! tx.commit().await?; // the job exists exactly when the writes do
+//!
+//! awa::shutdown_signal().await;
+//! client.shutdown(Duration::from_secs(10)).await?;
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! The sqlx types in this API (`PgPool`, `PgConnection`, transactions)
+//! are sqlx 0.9's: an application passes its own transaction only if it
+//! uses the same sqlx major (see `docs/adr/0004-sqlx-major-version.md`).
+
+mod builder;
+mod client;
+mod error;
+mod handler;
+mod job;
+mod retry;
+pub mod testing;
+
+pub use builder::ClientBuilder;
+pub use client::{Client, Inserted};
+pub use error::Error;
+pub use handler::JobHandler;
+pub use job::{InsertOpts, Job, new_job};
+pub use retry::RetryPolicy;
+
+/// `#[derive(Job)]`: see [`Job`].
+pub use awa_macros::Job;
+
+pub use awa_core::{JobId, JobState, NewJob, Priority, QueueName, SchemaName};
+pub use awa_exec::Progress;
+pub use awa_exec::worker::{
+    Handler, HandlerResult, JobContext, JobError, JobEvent, Outcome, StatsSnapshot, Worked,
+};
+pub use awa_maint::tasks::MaintSettings;
+
+/// The plane crates, for what this facade does not wrap.
+pub mod planes {
+    pub use awa_control as control;
+    pub use awa_exec as exec;
+    pub use awa_history as history;
+    pub use awa_maint as maint;
+    pub use awa_ready as ready;
+}
+
+/// The sqlx this API is written against (0.9).
+pub use sqlx;
+
+/// Resolves on Ctrl-C or, on Unix, SIGTERM: what a worker process waits
+/// for before [`Client::shutdown`].
+pub async fn shutdown_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = tokio::signal::ctrl_c() => {}
+                    _ = term.recv() => {}
+                }
+            }
+            Err(_) => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}

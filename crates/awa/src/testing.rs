@@ -1,0 +1,67 @@
+//! Helpers for testing an application's jobs against a real database.
+//!
+//! - [`crate::ClientBuilder::work_one`] runs one job inline with the
+//!   registered handlers (no background tasks), so a test can enqueue,
+//!   work and assert in sequence.
+//! - [`enqueued`] lists what was enqueued of a job type, typed.
+//! - [`test_db`] (feature `test-support`) gives a throwaway migrated
+//!   database from the shared harness: `DATABASE_URL` if set, else a
+//!   temporary local cluster, else testcontainers.
+
+use crate::{Error, Job};
+use awa_core::{JobState, QueueName, SchemaName};
+use awa_history::{HistoryPlane, JobView, PgHistoryPlane};
+use sqlx::{Acquire, Postgres};
+
+/// Jobs of type `J` in its default queue, newest first (at most `limit`),
+/// in any state, with their typed args. Jobs whose args no longer match
+/// `J` are an error naming the job.
+pub async fn enqueued<'c, A, J>(conn: A, limit: i64) -> Result<Vec<(JobView, J)>, Error>
+where
+    A: Acquire<'c, Database = Postgres>,
+    J: Job,
+{
+    enqueued_in::<A, J>(conn, SchemaName::default_schema(), J::QUEUE, None, limit).await
+}
+
+/// Like [`enqueued`], for a substrate, a queue and optionally one state.
+pub async fn enqueued_in<'c, A, J>(
+    conn: A,
+    schema: SchemaName,
+    queue: &str,
+    state: Option<JobState>,
+    limit: i64,
+) -> Result<Vec<(JobView, J)>, Error>
+where
+    A: Acquire<'c, Database = Postgres>,
+    J: Job,
+{
+    let queue = QueueName::new(queue)?;
+    let mut conn = conn.acquire().await?;
+    // The kind filter is applied here, so ask for every job of the queue
+    // up to the limit (tests hold few jobs).
+    let jobs = PgHistoryPlane::new(schema)
+        .list(&mut conn, Some(&queue), state, limit)
+        .await?;
+    jobs.into_iter()
+        .filter(|j| j.kind == J::KIND)
+        .map(|j| {
+            let args = serde_json::from_value(j.args.clone()).map_err(|source| {
+                Error::Worker(format!(
+                    "job {} of kind {:?} has args that do not match {}: {source}",
+                    j.id,
+                    J::KIND,
+                    std::any::type_name::<J>()
+                ))
+            })?;
+            Ok((j, args))
+        })
+        .collect()
+}
+
+/// A throwaway database with the schema migrated, from the shared harness.
+/// It is dropped when the returned value is.
+#[cfg(feature = "test-support")]
+pub async fn test_db() -> Result<awa_harness::TestDb, awa_harness::HarnessError> {
+    awa_maint::migrated_test_db().await
+}
