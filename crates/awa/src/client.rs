@@ -222,12 +222,15 @@ pub(crate) async fn connect_pool(url: &str, max_connections: u32) -> Result<PgPo
         .connect(url);
     match tokio::time::timeout(CONNECT_TIMEOUT, connecting).await {
         Ok(Ok(pool)) => Ok(pool),
+        // The driver may quote part of the URL back: scrub its secrets.
         Ok(Err(err)) => Err(Error::Connect(format!(
-            "{} (check the host, port, credentials and sslmode)",
-            awa_core::db_error::Described(&err)
+            "{}: {} (check the host, port, credentials and sslmode)",
+            awa_core::redact::redact_conninfo(url),
+            awa_core::redact::scrub(&awa_core::db_error::Described(&err).to_string(), url)
         ))),
         Err(_) => Err(Error::Connect(format!(
-            "no answer within {} s",
+            "{}: no answer within {} s",
+            awa_core::redact::redact_conninfo(url),
             CONNECT_TIMEOUT.as_secs()
         ))),
     }

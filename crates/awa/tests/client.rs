@@ -291,3 +291,18 @@ async fn an_unmigrated_database_is_a_clear_error() {
     let text = err.to_string();
     assert!(text.contains("migrate"), "{text}");
 }
+
+#[tokio::test]
+async fn a_connect_error_never_shows_the_password() {
+    for url in [
+        "postgres://awa_user:s3cretpw@127.0.0.1:1/app",
+        "postgres://awa_user@127.0.0.1:1/app?password=s3cretpw",
+    ] {
+        let err = Client::connect(url, 1)
+            .await
+            .expect_err("nothing listens on port 1");
+        let shown = format!("{err} / {err:?}");
+        assert!(!shown.contains("s3cretpw"), "{shown}");
+        assert!(shown.contains("127.0.0.1"), "says where it tried: {shown}");
+    }
+}
