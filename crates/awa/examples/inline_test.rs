@@ -10,11 +10,21 @@ fn main() {
 
 #[cfg(test)]
 mod tests {
-    use super::jobs::SendWelcome;
-    use awa::{Client, JobContext, JobState, Outcome};
+    use super::jobs::{ResizeImage, SendWelcome};
+    use awa::{Client, JobContext, JobError, JobState, Outcome};
 
     async fn send_welcome(job: SendWelcome, _ctx: JobContext) -> awa::HandlerResult {
         assert!(job.email.contains('@'));
+        Ok(Outcome::Complete)
+    }
+
+    async fn resize_image(job: ResizeImage, _ctx: JobContext) -> awa::HandlerResult {
+        if job.width == 0 {
+            return Err(JobError::Permanent(format!(
+                "{}: width must be positive",
+                job.path
+            )));
+        }
         Ok(Outcome::Complete)
     }
 
@@ -41,5 +51,24 @@ mod tests {
             .unwrap()
             .expect("a job to run");
         assert_eq!(worked.finished.next_state, Some(JobState::Completed));
+    }
+
+    #[tokio::test]
+    async fn a_zero_width_fails_for_good() {
+        let db = awa::testing::test_db().await.unwrap();
+        let pool = db.pool().await.unwrap();
+        let worker = Client::builder(pool.clone()).register::<ResizeImage>(resize_image);
+        let job = ResizeImage {
+            path: "a.png".into(),
+            width: 0,
+        };
+        Client::new(pool.clone()).insert(&pool, &job).await.unwrap();
+
+        let worked = worker
+            .work_one("images")
+            .await
+            .unwrap()
+            .expect("a job to run");
+        assert_eq!(worked.finished.next_state, Some(JobState::Failed)); // no retries
     }
 }
