@@ -71,9 +71,14 @@ impl JobContext {
     /// it writes for this attempt will be rejected.
     pub async fn heartbeat(&self, progress: Progress) -> Result<bool, ExecError> {
         let mut conn = self.pool.acquire().await?;
-        self.plane
+        let ours = self
+            .plane
             .heartbeat(&mut conn, &self.job.token, &progress)
-            .await
+            .await?;
+        if !ours {
+            self.lost.store(true, std::sync::atomic::Ordering::Relaxed);
+        }
+        Ok(ours)
     }
 
     /// True once a heartbeat (the worker's automatic one, or
