@@ -67,18 +67,40 @@ CREATE TABLE IF NOT EXISTS awa.maintenance_leader (
     since       timestamptz NOT NULL DEFAULT now()
 );
 
--- Periodic jobs. The expression is validated by the client before insert.
+-- Periodic jobs (awa_control::cron; fired by the leader's cron task).
+-- Expression and time zone are validated by the client before they are
+-- written (croner, chrono-tz); the database checks the rest.
+--
+-- Exactly once per tick: a tick t is fired by the transaction that enqueues
+-- its job AND moves last_tick forward to t (cron_fire.sql: UPDATE ... WHERE
+-- last_tick < t), so last_tick only increases and no tick can be fired by
+-- two transactions, whoever runs them. Ticks at or before fire_from are
+-- never fired: it is the creation time, and is moved to the time of a
+-- change of expression or zone, or of a resume (ticks of a paused or
+-- different schedule are not "missed").
 CREATE TABLE IF NOT EXISTS awa.cron_jobs (
-    name             text        PRIMARY KEY,
-    cron_expr        text        NOT NULL,
+    name             text        PRIMARY KEY
+                                 CHECK (name ~ '^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$'),
+    cron_expr        text        NOT NULL CHECK (length(cron_expr) BETWEEN 1 AND 256),
     timezone         text        NOT NULL DEFAULT 'UTC',
     queue            text        NOT NULL,
-    kind             text        NOT NULL,
+    kind             text        NOT NULL CHECK (length(kind) BETWEEN 1 AND 255),
     args             jsonb       NOT NULL DEFAULT '{}',
     priority         smallint    NOT NULL DEFAULT 2 CHECK (priority BETWEEN 1 AND 4),
+    max_attempts     integer     CHECK (max_attempts BETWEEN 1 AND 1000),
+    metadata         jsonb,
+    -- After downtime: 'skip' fires only the latest missed tick,
+    -- 'catch_up' the latest catch_up_limit of them, oldest first.
+    missed_policy    text        NOT NULL DEFAULT 'skip'
+                                 CHECK (missed_policy IN ('skip', 'catch_up')),
+    catch_up_limit   integer     NOT NULL DEFAULT 1 CHECK (catch_up_limit BETWEEN 1 AND 1000),
     enabled          boolean     NOT NULL DEFAULT true,
+    fire_from        timestamptz NOT NULL DEFAULT now(),
+    last_tick        timestamptz,
+    last_job_id      bigint,
     last_enqueued_at timestamptz,
-    created_at       timestamptz NOT NULL DEFAULT now()
+    created_at       timestamptz NOT NULL DEFAULT now(),
+    updated_at       timestamptz NOT NULL DEFAULT now()
 );
 
 -- Which substrate receives new work, and any staged move to another one.

@@ -10,6 +10,7 @@
 //! Does not own: any job data. It never truncates ring slots; it only
 //! records where the rings stand.
 
+pub mod cron;
 mod error;
 mod plane;
 pub mod queues;

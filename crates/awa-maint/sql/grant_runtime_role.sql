@@ -22,7 +22,9 @@
 --   runtimes                  SIUD  runtime registry: register (upsert),
 --                                   touch, deregister, runtime_gc
 --   maintenance_leader        SIU   leader record (upsert), storage status
---   cron_jobs                 -     no runtime path reads it yet
+--   cron_jobs                 SIUD  the leader's cron task (read, move last_tick);
+--                                   schedules declared at worker start (upsert,
+--                                   prune); awa cron add/remove/pause/resume
 --   storage_transition_state  S     storage status
 --   runtime_storage_backends  -     no runtime path touches it (the
 --                                   transition commands are the owner's)
@@ -110,7 +112,7 @@ DECLARE
         ['control',   'queue_meta',               'SELECT'],
         ['control',   'runtimes',                 'SELECT, INSERT, UPDATE, DELETE'],
         ['control',   'maintenance_leader',       'SELECT, INSERT, UPDATE'],
-        ['control',   'cron_jobs',                ''],
+        ['control',   'cron_jobs',                'SELECT, INSERT, UPDATE, DELETE'],
         ['control',   'storage_transition_state', 'SELECT'],
         ['control',   'runtime_storage_backends', ''],
         ['control',   'queue_health',             'SELECT, INSERT, UPDATE'],

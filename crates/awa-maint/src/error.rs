@@ -111,4 +111,5 @@ from_plane_error! {
     awa_exec::ExecError => awa_exec::ExecError::Invalid, awa_exec::ExecError::Database;
     awa_history::HistoryError => awa_history::HistoryError::Invalid, awa_history::HistoryError::Database;
     awa_dlq::DlqError => awa_dlq::DlqError::Invalid, awa_dlq::DlqError::Database;
+    awa_ready::ReadyError => awa_ready::ReadyError::Invalid, awa_ready::ReadyError::Database;
 }

@@ -318,7 +318,7 @@ const CONTROL: &[(&str, &str)] = &[
     ("queue_meta", "S"),
     ("runtimes", "SIUD"),
     ("maintenance_leader", "SIU"),
-    ("cron_jobs", ""),
+    ("cron_jobs", "SIUD"),
     ("storage_transition_state", "S"),
     ("runtime_storage_backends", ""),
     ("queue_health", "SIU"),

@@ -3,6 +3,7 @@
 //! run one pass under a timeout inside a tracing span, report a typed
 //! outcome. A slow task never delays another.
 
+mod cron;
 mod dlq_retention;
 mod health;
 mod promote;
@@ -11,6 +12,7 @@ mod rescue;
 mod rotate;
 mod runtime_gc;
 
+pub use cron::Cron;
 pub use dlq_retention::DlqRetention;
 pub use health::Health;
 pub use promote::Promote;
@@ -38,6 +40,9 @@ pub struct MaintSettings {
     pub dlq_retention_interval: Duration,
     /// Runtimes not seen for this long are forgotten.
     pub runtime_gc_after: Duration,
+    /// How often due cron ticks are fired (a tick fires within about this
+    /// of its time while a leader runs).
+    pub cron_interval: Duration,
 }
 
 impl Default for MaintSettings {
@@ -51,6 +56,7 @@ impl Default for MaintSettings {
             health_interval: Duration::from_secs(5),
             dlq_retention_interval: Duration::from_secs(60),
             runtime_gc_after: Duration::from_secs(300),
+            cron_interval: Duration::from_millis(500),
         }
     }
 }
@@ -99,6 +105,7 @@ pub fn standard(
             settings.runtime_gc_after,
             settings.rescue_interval,
         )),
+        Arc::new(Cron::new(schema.clone(), settings.cron_interval)),
     ]
 }
 

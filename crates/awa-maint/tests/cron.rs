@@ -1,0 +1,349 @@
+//! Periodic jobs against real PostgreSQL, with an injected clock: every
+//! tick of several schedules over a simulated week (a daylight-saving
+//! change in New York included) fires exactly once; `skip` and `catch_up`
+//! after a 3-hour outage; pause, resume and redefinition do not fire the
+//! ticks in between; a racing second firer never fires a tick twice; bad
+//! input writes nothing.
+
+use awa_control::cron::{self, Missed, Schedule, Ticks};
+use awa_core::SchemaName;
+use chrono::{DateTime, Duration, TimeZone, Utc};
+use std::collections::BTreeMap;
+
+fn utc(y: i32, mo: u32, d: u32, h: u32, mi: u32) -> DateTime<Utc> {
+    Utc.with_ymd_and_hms(y, mo, d, h, mi, 0).unwrap()
+}
+
+fn schema() -> SchemaName {
+    SchemaName::default_schema()
+}
+
+/// Put a schedule's fire_from at `at`, as if created then.
+async fn created_at(pool: &sqlx::PgPool, name: &str, at: DateTime<Utc>) {
+    sqlx::query("UPDATE awa.cron_jobs SET fire_from = $2 WHERE name = $1")
+        .bind(name)
+        .bind(at)
+        .execute(pool)
+        .await
+        .unwrap();
+}
+
+/// The jobs the schedules enqueued: schedule -> ticks (from metadata).
+async fn fired_jobs(pool: &sqlx::PgPool) -> BTreeMap<String, Vec<DateTime<Utc>>> {
+    let rows: Vec<(String, String)> = sqlx::query_as(
+        "SELECT metadata->'awa_cron'->>'schedule', metadata->'awa_cron'->>'tick'
+           FROM awa.jobs WHERE metadata ? 'awa_cron' ORDER BY id",
+    )
+    .fetch_all(pool)
+    .await
+    .unwrap();
+    let mut out: BTreeMap<String, Vec<DateTime<Utc>>> = BTreeMap::new();
+    for (name, tick) in rows {
+        let tick = DateTime::parse_from_rfc3339(&tick)
+            .unwrap()
+            .with_timezone(&Utc);
+        out.entry(name).or_default().push(tick);
+    }
+    out
+}
+
+#[tokio::test]
+async fn every_tick_of_a_simulated_week_fires_exactly_once() {
+    let db = awa_maint::migrated_test_db().await.unwrap();
+    let pool = db.pool().await.unwrap();
+    let start = utc(2026, 3, 5, 0, 0); // the week holds New York's spring forward (March 8)
+    let end = start + Duration::days(7);
+    let schedules = [
+        Schedule::new("every-15-min", "*/15 * * * *", "cron", "tick"),
+        Schedule {
+            timezone: "America/New_York".into(),
+            ..Schedule::new("ny-0230", "30 2 * * *", "cron", "tick")
+        },
+        Schedule {
+            timezone: "America/New_York".into(),
+            ..Schedule::new("ny-hourly", "@hourly", "cron", "tick")
+        },
+        Schedule {
+            timezone: "Europe/Berlin".into(),
+            ..Schedule::new("berlin-weekdays", "0 9 * * MON-FRI", "cron", "tick")
+        },
+    ];
+    let mut conn = pool.acquire().await.unwrap();
+    for s in &schedules {
+        assert_eq!(
+            cron::upsert(&mut conn, s).await.unwrap(),
+            cron::Upserted::Created
+        );
+        created_at(&pool, &s.name, start).await;
+    }
+    // The leader passes every 7 minutes of simulated time (slower than
+    // the fastest schedule at times: skip still fires each tick once
+    // as long as passes come at least once per tick interval; 7 < 15).
+    let mut now = start;
+    while now <= end {
+        awa_maint::cron::fire_due(&pool, &schema(), now)
+            .await
+            .unwrap();
+        now += Duration::minutes(7);
+    }
+    let fired = fired_jobs(&pool).await;
+    for s in &schedules {
+        let ticks = Ticks::parse(&s.cron, &s.timezone).unwrap();
+        let mut want = Vec::new();
+        let mut t = start;
+        while let Some(next) = ticks.next_after(t) {
+            if next > now - Duration::minutes(7) {
+                break;
+            }
+            want.push(next);
+            t = next;
+        }
+        assert_eq!(
+            fired.get(&s.name).cloned().unwrap_or_default(),
+            want,
+            "{}",
+            s.name
+        );
+    }
+    // Counted independently of the library: 4 per hour for 7 days; 02:30
+    // in New York once a day (March 8 at 03:00 EDT, the time after the
+    // gap); hourly in New York once per hour of real time (the short
+    // local day has 23, and the window is 168 real hours); 5 weekday
+    // mornings in Berlin.
+    assert_eq!(fired["every-15-min"].len(), 7 * 24 * 4);
+    assert_eq!(fired["ny-0230"].len(), 7);
+    assert!(fired["ny-0230"].contains(&utc(2026, 3, 8, 7, 0)));
+    assert_eq!(fired["ny-hourly"].len(), 7 * 24);
+    assert_eq!(fired["berlin-weekdays"].len(), 5);
+    // Each job names its tick, and the schedule remembers the last one.
+    let stored = cron::list(&mut conn, false).await.unwrap();
+    let fifteen = stored
+        .iter()
+        .find(|s| s.schedule.name == "every-15-min")
+        .unwrap();
+    assert_eq!(fifteen.last_tick, fired["every-15-min"].last().copied());
+    assert!(fifteen.last_job_id.is_some());
+}
+
+#[tokio::test]
+async fn the_fall_back_day_fires_a_repeated_time_once() {
+    let db = awa_maint::migrated_test_db().await.unwrap();
+    let pool = db.pool().await.unwrap();
+    let mut conn = pool.acquire().await.unwrap();
+    let s = Schedule {
+        timezone: "America/New_York".into(),
+        ..Schedule::new("ny-0130", "30 1 * * *", "cron", "tick")
+    };
+    cron::upsert(&mut conn, &s).await.unwrap();
+    let start = utc(2026, 10, 31, 12, 0);
+    created_at(&pool, &s.name, start).await;
+    let mut now = start;
+    while now < utc(2026, 11, 2, 12, 0) {
+        awa_maint::cron::fire_due(&pool, &schema(), now)
+            .await
+            .unwrap();
+        now += Duration::minutes(10);
+    }
+    // November 1: 01:30 EDT (05:30 UTC) fires, 01:30 EST (06:30) does
+    // not; November 2 fires at 01:30 EST.
+    assert_eq!(
+        fired_jobs(&pool).await["ny-0130"],
+        vec![utc(2026, 11, 1, 5, 30), utc(2026, 11, 2, 6, 30)]
+    );
+}
+
+#[tokio::test]
+async fn after_a_three_hour_outage_skip_fires_the_latest_tick_and_catch_up_the_latest_n() {
+    let db = awa_maint::migrated_test_db().await.unwrap();
+    let pool = db.pool().await.unwrap();
+    let mut conn = pool.acquire().await.unwrap();
+    let start = utc(2026, 6, 1, 0, 0);
+    let skip = Schedule::new("skip", "*/10 * * * *", "cron", "tick");
+    let catch_up = Schedule {
+        missed: Missed::CatchUp { limit: 5 },
+        ..Schedule::new("catch-up", "*/10 * * * *", "cron", "tick")
+    };
+    let all = Schedule {
+        missed: Missed::CatchUp { limit: 100 },
+        ..Schedule::new("catch-up-all", "*/10 * * * *", "cron", "tick")
+    };
+    for s in [&skip, &catch_up, &all] {
+        cron::upsert(&mut conn, s).await.unwrap();
+        created_at(&pool, &s.name, start).await;
+    }
+    awa_maint::cron::fire_due(&pool, &schema(), start + Duration::minutes(1))
+        .await
+        .unwrap();
+    // Nothing runs from 00:01 to 03:05; the tick at 00:00 is not after
+    // the creation time, so nothing fired yet.
+    let back = start + Duration::minutes(185);
+    let fired = awa_maint::cron::fire_due(&pool, &schema(), back)
+        .await
+        .unwrap();
+    let by: BTreeMap<_, Vec<_>> = fired.iter().fold(BTreeMap::new(), |mut m, f| {
+        m.entry(f.schedule.clone())
+            .or_insert_with(Vec::new)
+            .push(f.tick);
+        m
+    });
+    assert_eq!(by["skip"], vec![utc(2026, 6, 1, 3, 0)]);
+    assert_eq!(
+        by["catch-up"],
+        (0..5)
+            .map(|i| utc(2026, 6, 1, 2, 20) + Duration::minutes(10 * i))
+            .collect::<Vec<_>>()
+    );
+    // 00:10 .. 03:00: all 18 missed ticks, oldest first.
+    assert_eq!(by["catch-up-all"].len(), 18);
+    assert_eq!(by["catch-up-all"][0], utc(2026, 6, 1, 0, 10));
+    // A second pass at the same instant fires nothing more.
+    assert!(
+        awa_maint::cron::fire_due(&pool, &schema(), back)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+}
+
+#[tokio::test]
+async fn pause_resume_and_redefinition_do_not_fire_the_ticks_in_between() {
+    let db = awa_maint::migrated_test_db().await.unwrap();
+    let pool = db.pool().await.unwrap();
+    let mut conn = pool.acquire().await.unwrap();
+    let s = Schedule {
+        missed: Missed::CatchUp { limit: 1000 },
+        ..Schedule::new("report", "* * * * *", "cron", "tick")
+    };
+    cron::upsert(&mut conn, &s).await.unwrap();
+    // Unchanged on a second identical upsert.
+    assert_eq!(
+        cron::upsert(&mut conn, &s).await.unwrap(),
+        cron::Upserted::Unchanged
+    );
+    assert!(cron::set_enabled(&mut conn, "report", false).await.unwrap());
+    let now = Utc::now() + Duration::minutes(30);
+    assert!(
+        awa_maint::cron::fire_due(&pool, &schema(), now)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert!(cron::set_enabled(&mut conn, "report", true).await.unwrap());
+    // Resumed now: the half hour "ahead" has ticks after the resume only.
+    let fired = awa_maint::cron::fire_due(&pool, &schema(), now)
+        .await
+        .unwrap();
+    assert!(fired.len() <= 31, "{}", fired.len());
+    assert!(fired.iter().all(|f| f.tick > now - Duration::minutes(31)));
+    // Redefining moves fire_from to now: the next pass fires only new ticks.
+    let hourly = Schedule {
+        cron: "0 * * * *".into(),
+        ..s.clone()
+    };
+    assert_eq!(
+        cron::upsert(&mut conn, &hourly).await.unwrap(),
+        cron::Upserted::Updated
+    );
+    let stored = cron::list(&mut conn, false).await.unwrap().remove(0);
+    assert!(stored.fire_from > Utc::now() - Duration::minutes(1));
+    assert!(!cron::set_enabled(&mut conn, "no-such", true).await.unwrap());
+    assert!(cron::remove(&mut conn, "report").await.unwrap());
+    assert!(!cron::remove(&mut conn, "report").await.unwrap());
+}
+
+#[tokio::test]
+async fn two_firers_racing_on_one_tick_fire_it_once() {
+    let db = awa_maint::migrated_test_db().await.unwrap();
+    let pool = db.pool().await.unwrap();
+    let mut conn = pool.acquire().await.unwrap();
+    let start = utc(2026, 6, 1, 0, 0);
+    let s = Schedule {
+        missed: Missed::CatchUp { limit: 50 },
+        ..Schedule::new("race", "* * * * *", "cron", "tick")
+    };
+    cron::upsert(&mut conn, &s).await.unwrap();
+    created_at(&pool, "race", start).await;
+    let at = start + Duration::minutes(40);
+    let firers: Vec<_> = (0..4)
+        .map(|_| {
+            let pool = pool.clone();
+            tokio::spawn(async move { awa_maint::cron::fire_due(&pool, &schema(), at).await })
+        })
+        .collect();
+    let mut total = 0;
+    for f in firers {
+        total += f.await.unwrap().unwrap().len();
+    }
+    let ticks = &fired_jobs(&pool).await["race"];
+    assert_eq!(ticks.len(), 40, "{ticks:?}");
+    assert_eq!(total, 40);
+    let mut sorted = ticks.clone();
+    sorted.sort();
+    sorted.dedup();
+    assert_eq!(sorted.len(), 40, "a tick fired twice");
+}
+
+#[tokio::test]
+async fn bad_schedules_write_nothing_and_run_now_enqueues_a_manual_job() {
+    let db = awa_maint::migrated_test_db().await.unwrap();
+    let pool = db.pool().await.unwrap();
+    let mut conn = pool.acquire().await.unwrap();
+    for bad in [
+        Schedule::new("x", "not a cron", "cron", "tick"),
+        Schedule {
+            timezone: "Nowhere/Land".into(),
+            ..Schedule::new("x", "* * * * *", "cron", "tick")
+        },
+        Schedule::new("bad name!", "* * * * *", "cron", "tick"),
+        Schedule::new("x", "* * * * *", "Bad Queue", "tick"),
+        Schedule {
+            metadata: Some(serde_json::json!([1, 2])),
+            ..Schedule::new("x", "* * * * *", "cron", "tick")
+        },
+    ] {
+        let err = cron::upsert(&mut conn, &bad).await.expect_err("refused");
+        assert!(
+            matches!(err, awa_control::ControlError::Invalid(_)),
+            "{err}"
+        );
+    }
+    let sync = [
+        Schedule::new("a", "@daily", "cron", "tick"),
+        Schedule::new("b", "@hourly", "cron", "tick"),
+    ];
+    assert!(
+        cron::sync(&mut conn, &sync, false)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert_eq!(
+        cron::sync(&mut conn, &sync[..1], true).await.unwrap(),
+        vec!["b".to_string()]
+    );
+    let names: Vec<String> = cron::list(&mut conn, false)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|s| s.schedule.name)
+        .collect();
+    assert_eq!(names, vec!["a"]);
+    let job = awa_maint::cron::run_now(&pool, &schema(), "a")
+        .await
+        .unwrap()
+        .unwrap();
+    let manual: bool = sqlx::query_scalar(
+        "SELECT (metadata->'awa_cron'->>'manual')::boolean FROM awa.jobs WHERE id = $1",
+    )
+    .bind(job.0)
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    assert!(manual);
+    assert!(
+        awa_maint::cron::run_now(&pool, &schema(), "zzz")
+            .await
+            .unwrap()
+            .is_none()
+    );
+}
