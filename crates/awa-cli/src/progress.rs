@@ -72,6 +72,11 @@ impl Progress {
         Self(Some(bar))
     }
 
+    /// Whether anything is drawn.
+    pub fn shown(&self) -> bool {
+        self.0.is_some()
+    }
+
     pub fn inc(&self, n: u64) {
         if let Some(bar) = &self.0 {
             bar.inc(n);
