@@ -33,7 +33,7 @@ impl Progress {
     pub fn bar(json: bool, message: &str, len: u64, unit: &str) -> Self {
         Self::start(json, || {
             let template = format!(
-                "{{spinner}} {{msg}} [{{bar:30}}] {{human_pos}}/{{human_len}} {unit} ({{per_sec}}, {{eta}} left)"
+                "{{spinner}} {{msg}} [{{bar:30}}] {{human_pos}}/{{human_len}} {unit}, {{eta}} left"
             );
             let bar = ProgressBar::with_draw_target(Some(len), ProgressDrawTarget::stderr());
             bar.set_style(
@@ -46,13 +46,14 @@ impl Progress {
         })
     }
 
-    /// A spinner with `message` and the time it has been running.
+    /// A spinner with the time it has been running and `message`, cut to
+    /// the terminal's width.
     pub fn spinner(json: bool, message: impl Into<String>) -> Self {
         let message = message.into();
         Self::start(json, move || {
             let bar = ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr());
             bar.set_style(
-                ProgressStyle::with_template("{spinner} {msg} ({elapsed})")
+                ProgressStyle::with_template("{spinner} [{elapsed}] {wide_msg}")
                     .unwrap_or_else(|_| ProgressStyle::default_spinner()),
             );
             bar.set_message(message);
