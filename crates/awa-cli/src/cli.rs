@@ -19,7 +19,13 @@ use std::path::PathBuf;
 #[command(
     name = "awa",
     version,
-    about = "Operate an Awa job queue on PostgreSQL"
+    about = "Operate an Awa job queue on PostgreSQL",
+    after_help = "Exit codes:\n  \
+        0  success\n  \
+        1  failure (the message on stderr says what to do)\n  \
+        2  the command line could not be parsed\n  \
+        3  job enqueue: the --unique-key is held by an unfinished job; nothing was enqueued\n\n\
+        Progress bars and spinners are drawn on stderr only when it is a terminal and --json is off."
 )]
 pub struct Cli {
     /// PostgreSQL connection URL.
@@ -30,9 +36,12 @@ pub struct Cli {
     #[arg(long, global = true)]
     pub json: bool,
 
-    /// Log progress to stderr (AWA_LOG overrides the filter).
-    #[arg(long, short, global = true)]
-    pub verbose: bool,
+    /// Log more to stderr: -v info, -vv debug, -vvv trace. By default only
+    /// warnings of awa itself and errors of its dependencies are logged.
+    /// AWA_LOG, or else RUST_LOG, replaces the filter when set (e.g.
+    /// RUST_LOG=awa=debug,sqlx=warn).
+    #[arg(long, short, global = true, action = clap::ArgAction::Count)]
+    pub verbose: u8,
 
     #[command(subcommand)]
     pub command: Command,

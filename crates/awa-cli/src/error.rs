@@ -1,4 +1,18 @@
-//! Everything the CLI can fail with, each saying what to do.
+//! Everything the CLI can fail with, each saying what to do, and the exit
+//! code each failure ends the process with.
+
+/// Exit codes (listed in `awa --help`). Scripts may rely on them.
+pub mod exit {
+    /// Done.
+    pub const OK: u8 = 0;
+    /// Any failure without a code of its own below.
+    pub const FAILURE: u8 = 1;
+    /// The command line could not be parsed (clap's own code).
+    pub const USAGE: u8 = 2;
+    /// `job enqueue --unique-key`: the key is held by an unfinished job,
+    /// so nothing was enqueued.
+    pub const UNIQUE_KEY_HELD: u8 = 3;
+}
 
 #[derive(Debug, thiserror::Error)]
 pub enum CliError {
@@ -14,6 +28,11 @@ pub enum CliError {
     Usage(String),
     #[error("{0}")]
     NotFound(String),
+    #[error(
+        "nothing enqueued: unique key {key:?} is already held by unfinished job {held_by}; \
+         enqueue again once it has finished, or cancel it first"
+    )]
+    UniqueKeyHeld { key: String, held_by: i64 },
     #[error(transparent)]
     Invalid(#[from] awa_core::InvalidInput),
     #[error(transparent)]
@@ -48,6 +67,14 @@ pub struct DatabaseFields {
 }
 
 impl CliError {
+    /// The process exit code for this failure (see [`exit`]).
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            CliError::UniqueKeyHeld { .. } => exit::UNIQUE_KEY_HELD,
+            _ => exit::FAILURE,
+        }
+    }
+
     /// The database error underneath, whichever plane passed it on.
     fn database_error(&self) -> Option<&sqlx::Error> {
         match self {

@@ -90,14 +90,39 @@ pub fn job_args(
     }
 }
 
-pub fn timestamp(flag: &str, text: &str) -> Result<DateTime<Utc>, CliError> {
-    DateTime::parse_from_rfc3339(text)
-        .map(|t| t.with_timezone(&Utc))
-        .map_err(|err| {
-            CliError::Usage(format!(
-                "{flag} {text:?} is not an RFC 3339 timestamp ({err}); expected e.g. 2026-12-01T10:00:00Z"
-            ))
-        })
+/// A time given as RFC 3339 (`2026-12-01T10:00:00Z`) or as a duration
+/// from `now` (`+10m`, `2h`, `90s`, `1h 30m`; humantime syntax, the `+`
+/// optional).
+pub fn time_or_offset(
+    flag: &str,
+    text: &str,
+    now: DateTime<Utc>,
+) -> Result<DateTime<Utc>, CliError> {
+    let trimmed = text.trim();
+    let refuse = |why: String| {
+        CliError::Usage(format!(
+            "{flag} {text:?} {why}; expected an RFC 3339 time (e.g. 2026-12-01T10:00:00Z) \
+             or a duration from now (e.g. +10m, 2h, 90s)"
+        ))
+    };
+    if let Ok(t) = DateTime::parse_from_rfc3339(trimmed) {
+        return Ok(t.with_timezone(&Utc));
+    }
+    let offset = trimmed.strip_prefix('+').unwrap_or(trimmed).trim_start();
+    let looks_like_a_time = trimmed.len() >= 10 && trimmed.as_bytes()[4] == b'-';
+    match humantime::parse_duration(offset) {
+        Ok(d) => chrono::Duration::from_std(d)
+            .ok()
+            .and_then(|d| now.checked_add_signed(d))
+            .ok_or_else(|| refuse("is too far in the future".into())),
+        Err(err) if looks_like_a_time => Err(refuse(format!(
+            "is not an RFC 3339 time ({})",
+            DateTime::parse_from_rfc3339(trimmed)
+                .err()
+                .map_or_else(|| err.to_string(), |e| e.to_string())
+        ))),
+        Err(err) => Err(refuse(format!("is neither a time nor a duration ({err})"))),
+    }
 }
 
 /// A duration flag checked against its bound in `awa_core::bounds`.
@@ -124,8 +149,26 @@ mod tests {
     fn parses_and_refuses() {
         assert!(json("--args", "{not json").is_err());
         assert_eq!(json("--args", "{}").unwrap(), serde_json::json!({}));
-        assert!(timestamp("--run-at", "tomorrow").is_err());
-        assert!(timestamp("--run-at", "2026-12-01T10:00:00Z").is_ok());
+        let now = Utc::now();
+        let at = |t: &str| time_or_offset("--run-at", t, now);
+        assert_eq!(at("+10m").unwrap(), now + chrono::Duration::minutes(10));
+        assert_eq!(at("2h").unwrap(), now + chrono::Duration::hours(2));
+        assert_eq!(at("90s").unwrap(), now + chrono::Duration::seconds(90));
+        assert_eq!(at("+ 1h 30m").unwrap(), now + chrono::Duration::minutes(90));
+        assert_eq!(
+            at("2026-12-01T10:00:00Z").unwrap().to_rfc3339(),
+            "2026-12-01T10:00:00+00:00"
+        );
+        for bad in [
+            "tomorrow",
+            "+",
+            "10 parsecs",
+            "2026-13-01T10:00:00Z",
+            "+100000000years",
+        ] {
+            let err = at(bad).unwrap_err().to_string();
+            assert!(err.contains(&format!("{bad:?}")), "{err}");
+        }
         assert_eq!(duration("--x", "5m").unwrap(), Duration::from_secs(300));
         assert!(duration("--x", "soon").is_err());
         assert!(in_range("n", 0, 1, 10, "").is_err());

@@ -48,6 +48,11 @@ pub fn print_error(json: bool, err: &CliError) {
                 out[key] = value.into();
             }
         }
+        if let CliError::UniqueKeyHeld { key, held_by } = err {
+            out["unique_key"] = key.as_str().into();
+            out["held_by"] = (*held_by).into();
+        }
+        out["exit_code"] = err.exit_code().into();
         print_line(&out.to_string());
     }
     eprintln!("error: {err}");

@@ -114,32 +114,10 @@ async fn enqueue_then_stats_list_dump_cancel() {
         "{text:#?}"
     );
 
-    // A unique key held by a live job reports the holder instead.
-    let enqueue_unique = || {
-        awa(
-            url,
-            &[
-                "job",
-                "enqueue",
-                "--queue",
-                "emails",
-                "--kind",
-                "k",
-                "--unique-key",
-                "u1",
-                "--json",
-            ],
-        )
-        .json()
-    };
-    let first = enqueue_unique();
-    let holder = first["ids"][0].clone();
-    let again = enqueue_unique();
-    assert_eq!(again["inserted"], 0);
-    assert_eq!(again["existing"], json!([holder]));
-    let text = awa(
-        url,
-        &[
+    // A unique key held by a live job is refused with exit code 3,
+    // naming the holder.
+    let enqueue_unique = |json: bool| {
+        let mut args = vec![
             "job",
             "enqueue",
             "--queue",
@@ -148,12 +126,26 @@ async fn enqueue_then_stats_list_dump_cancel() {
             "k",
             "--unique-key",
             "u1",
-        ],
-    );
-    assert!(
-        text.ok() && text.stdout.contains(&format!("existing job {holder}")),
-        "{text:#?}"
-    );
+        ];
+        if json {
+            args.push("--json");
+        }
+        awa(url, &args)
+    };
+    let first = enqueue_unique(true).json();
+    let holder = first["ids"][0].clone();
+    let again = enqueue_unique(true);
+    again.refused(&format!("held by unfinished job {holder}"));
+    assert_eq!(again.code, Some(3), "{again:#?}");
+    let refusal: serde_json::Value = serde_json::from_str(&again.stdout).expect("JSON");
+    assert_eq!(refusal["held_by"], holder, "{refusal}");
+    assert_eq!(refusal["unique_key"], "u1", "{refusal}");
+    let text = enqueue_unique(false);
+    text.refused(&format!(
+        "unique key \"u1\" is already held by unfinished job {holder}"
+    ));
+    assert_eq!(text.code, Some(3), "{text:#?}");
+    assert!(text.stdout.is_empty(), "{text:#?}");
 
     let cancelled = awa(url, &["job", "cancel", &id.to_string(), "--json"]).json();
     assert_eq!(cancelled["cancelled_from"], "available");

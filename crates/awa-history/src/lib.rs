@@ -15,7 +15,7 @@ mod error;
 mod plane;
 
 pub use error::Error as HistoryError;
-pub use plane::{HistoryPlane, JobView, PgHistoryPlane, PrunedHorizon, QueueStats};
+pub use plane::{HistoryPlane, JobView, PendingState, PgHistoryPlane, PrunedHorizon, QueueStats};
 
 /// DDL: defines `awa.install_history_plane(schema, queue_slots)`.
 pub const INSTALL_SQL: &str = include_str!("../sql/install_history_plane.sql");

@@ -36,6 +36,17 @@ pub struct PrunedHorizon {
     pub pruned_at: DateTime<Utc>,
 }
 
+/// The unfinished jobs of some queues in one state.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct PendingState {
+    pub state: JobState,
+    pub jobs: i64,
+    /// The earliest `at` among them (for a deferred state, the next due).
+    pub next_at: Option<DateTime<Utc>>,
+    /// How many are runnable by the horizon asked about.
+    pub due: i64,
+}
+
 /// Counts per state for one queue.
 pub type QueueStats = BTreeMap<String, BTreeMap<String, i64>>;
 
@@ -71,6 +82,14 @@ pub trait HistoryPlane: Send + Sync + std::fmt::Debug {
         conn: &mut PgConnection,
         queues: &[QueueName],
     ) -> Result<i64, HistoryError>;
+    /// Jobs of these queues not yet terminal, per state, and how many are
+    /// runnable within `horizon` from now (`None`: however far off).
+    async fn pending_by_state(
+        &self,
+        conn: &mut PgConnection,
+        queues: &[QueueName],
+        horizon: Option<std::time::Duration>,
+    ) -> Result<Vec<PendingState>, HistoryError>;
 }
 
 #[derive(Debug, Clone)]
@@ -205,5 +224,34 @@ impl HistoryPlane for PgHistoryPlane {
                 .fetch_one(conn)
                 .await?;
         Ok(n)
+    }
+
+    async fn pending_by_state(
+        &self,
+        conn: &mut PgConnection,
+        queues: &[QueueName],
+        horizon: Option<std::time::Duration>,
+    ) -> Result<Vec<PendingState>, HistoryError> {
+        let names: Vec<&str> = queues.iter().map(QueueName::as_str).collect();
+        let rows = sqlx::query(statement(
+            include_str!("../sql/pending_by_state.sql"),
+            &self.schema,
+        ))
+        .bind(names)
+        .bind(horizon.map(|h| h.as_secs_f64()))
+        .fetch_all(conn)
+        .await?;
+        Ok(rows
+            .into_iter()
+            .map(|row| {
+                let state: String = row.get("state");
+                PendingState {
+                    state: state.parse().unwrap_or(JobState::Available),
+                    jobs: row.get("jobs"),
+                    next_at: row.get("next_at"),
+                    due: row.get("due"),
+                }
+            })
+            .collect())
     }
 }

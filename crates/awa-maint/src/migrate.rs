@@ -12,6 +12,7 @@ use crate::MaintError;
 use sha2::{Digest, Sha256};
 use sqlx::{Connection, PgConnection};
 use std::path::{Path, PathBuf};
+use tracing::Instrument;
 
 /// One migration.
 #[derive(Debug, Clone)]
@@ -219,19 +220,7 @@ async fn migrate_locked(conn: &mut PgConnection) -> Result<MigrateReport, MaintE
             version = m.version,
             description = m.description
         );
-        let _enter = span.enter();
-        let mut tx = conn.begin().await?;
-        sqlx::raw_sql(sqlx::AssertSqlSafe(m.sql.clone()))
-            .execute(&mut *tx)
-            .await?;
-        sqlx::query(include_str!("../sql/record_migration.sql"))
-            .bind(m.version)
-            .bind(m.description)
-            .bind(m.checksum())
-            .execute(&mut *tx)
-            .await?;
-        tx.commit().await?;
-        tracing::info!("applied");
+        apply(conn, &m).instrument(span).await?;
         applied.push(m.version);
     }
     Ok(MigrateReport {
@@ -239,4 +228,21 @@ async fn migrate_locked(conn: &mut PgConnection) -> Result<MigrateReport, MaintE
         to: LATEST_VERSION,
         applied,
     })
+}
+
+/// One migration and its record, in one transaction.
+async fn apply(conn: &mut PgConnection, m: &Migration) -> Result<(), MaintError> {
+    let mut tx = conn.begin().await?;
+    sqlx::raw_sql(sqlx::AssertSqlSafe(m.sql.clone()))
+        .execute(&mut *tx)
+        .await?;
+    sqlx::query(include_str!("../sql/record_migration.sql"))
+        .bind(m.version)
+        .bind(m.description)
+        .bind(m.checksum())
+        .execute(&mut *tx)
+        .await?;
+    tx.commit().await?;
+    tracing::info!("applied");
+    Ok(())
 }

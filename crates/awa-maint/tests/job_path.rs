@@ -685,3 +685,42 @@ async fn a_claim_batch_is_bounded_by_bytes_and_takes_at_least_one_job() {
     assert_eq!(next.len(), 1);
     assert_eq!(next[0].token.job_id, two[1].job_id);
 }
+
+#[tokio::test]
+async fn pending_by_state_counts_what_is_due_within_a_horizon() {
+    let (_db, pool) = setup().await;
+    let q = QueueName::new("horizon").unwrap();
+    let mut later = job("horizon");
+    let next = chrono::Utc::now() + chrono::Duration::hours(1);
+    later.run_at = Some(next);
+    enqueue(&pool, &[job("horizon"), later.clone(), later]).await;
+    enqueue(&pool, &[job("elsewhere")]).await;
+    let by_state = |horizon: Option<Duration>| {
+        let (pool, q) = (pool.clone(), q.clone());
+        async move {
+            let mut conn = pool.acquire().await.unwrap();
+            PgHistoryPlane::new(schema())
+                .pending_by_state(&mut conn, std::slice::from_ref(&q), horizon)
+                .await
+                .unwrap()
+        }
+    };
+    let all = by_state(None).await;
+    let summary: Vec<(JobState, i64, i64)> = all.iter().map(|s| (s.state, s.jobs, s.due)).collect();
+    assert_eq!(
+        summary,
+        vec![(JobState::Available, 1, 1), (JobState::Scheduled, 2, 2)]
+    );
+    let scheduled_at = all[1].next_at.expect("a due time");
+    assert!(
+        (scheduled_at - next).num_milliseconds().abs() < 1000,
+        "{scheduled_at} vs {next}"
+    );
+    let within = |states: &[awa_history::PendingState]| states.iter().map(|s| s.due).sum::<i64>();
+    assert_eq!(within(&by_state(Some(Duration::from_secs(600))).await), 1);
+    assert_eq!(
+        within(&by_state(Some(Duration::from_secs(2 * 3600))).await),
+        3
+    );
+    assert_eq!(within(&by_state(Some(Duration::ZERO)).await), 1);
+}

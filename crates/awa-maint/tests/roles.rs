@@ -899,6 +899,14 @@ async fn every_runtime_path_works_under_the_runtime_role() {
         .pending(&mut rt, std::slice::from_ref(&q))
         .await
         .unwrap();
+    history
+        .pending_by_state(
+            &mut rt,
+            std::slice::from_ref(&q),
+            Some(Duration::from_secs(60)),
+        )
+        .await
+        .unwrap();
     PgControlPlane.storage_status(&mut rt).await.unwrap();
 
     // Every maintenance task, one pass each, on a pool of the role; then

@@ -33,13 +33,16 @@ pub struct EnqueueArgs {
     /// 1 (lowest) to 4 (highest).
     #[arg(long, default_value_t = 2, allow_negative_numbers = true)]
     pub priority: i64,
-    /// Run no earlier than this RFC 3339 time, e.g. 2026-12-01T10:00:00Z.
-    #[arg(long)]
+    /// Run no earlier than this: an RFC 3339 time (2026-12-01T10:00:00Z) or
+    /// a duration from now (+10m, 2h, 90s, "1h 30m"; the + is optional).
+    #[arg(long, value_name = "TIME|+DUR")]
     pub run_at: Option<String>,
     /// 1 to 1000; the queue's default when left out.
     #[arg(long, allow_negative_numbers = true)]
     pub max_attempts: Option<i64>,
-    /// At most one unfinished job holds a key; a duplicate reports its id.
+    /// At most one unfinished job holds a key. When another job holds it,
+    /// nothing is enqueued and awa exits with code 3, naming that job
+    /// (`held_by` in the --json error).
     #[arg(long)]
     pub unique_key: Option<String>,
     /// Free-form JSON kept with the job.

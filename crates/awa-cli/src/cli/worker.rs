@@ -5,7 +5,9 @@ use clap::{Args, Subcommand};
 #[derive(Debug, Subcommand)]
 pub enum WorkerCommand {
     /// Serve queues with one built-in handler for every job kind, until
-    /// Ctrl-C / SIGTERM (or, with --exit-when-idle, until nothing is left).
+    /// Ctrl-C / SIGTERM (or, with --exit-when-idle / --exit-when-drained,
+    /// until nothing is left). On a terminal a progress line shows the jobs
+    /// done, the rate and what is still awaited.
     Run(WorkerRunArgs),
 }
 
@@ -21,9 +23,25 @@ pub struct WorkerRunArgs {
     /// Jobs of each queue run at once (1 to 4096).
     #[arg(long, default_value_t = 32, allow_negative_numbers = true)]
     pub concurrency: i64,
-    /// Stop once the queues have no unfinished jobs (checked twice, 200 ms apart).
+    /// Stop once the queues have no unfinished jobs at all, however far off
+    /// a scheduled one is. The worker's own counters say when it is out of
+    /// work; only then does it ask the database (twice, to be sure).
     #[arg(long)]
     pub exit_when_idle: bool,
+    /// Stop once nothing is runnable within HORIZON from now (default 1m,
+    /// which covers short retry backoffs): jobs scheduled, retrying or
+    /// snoozed past it are left waiting. Give the horizon with =, e.g.
+    /// --exit-when-drained=10m; --exit-when-drained=0s ignores all
+    /// deferred work.
+    #[arg(
+        long,
+        value_name = "HORIZON",
+        num_args = 0..=1,
+        require_equals = true,
+        default_missing_value = "1m",
+        conflicts_with = "exit_when_idle"
+    )]
+    pub exit_when_drained: Option<String>,
     /// Do not also run as a maintenance leader candidate. Retries and
     /// scheduled jobs then wait for a maintenance leader elsewhere.
     #[arg(long)]

@@ -1,7 +1,7 @@
 //! `awa dlq ...`
 
 use crate::cli::{Cli, DlqCommand, DlqListArgs, DlqSelectArgs};
-use crate::{db, error::CliError, input, output};
+use crate::{db, error::CliError, input, output, progress::Progress};
 use awa_core::{JobId, QueueName};
 use awa_dlq::{DlqPlane, KeyHeld, PgDlqPlane, Selection};
 
@@ -83,10 +83,16 @@ async fn act(cli: &Cli, args: &DlqSelectArgs, action: Action) -> Result<(), CliE
     let plane = PgDlqPlane::new(schema.clone());
     let (ids, kept): (Vec<JobId>, Vec<KeyHeld>) = match action {
         Action::Retry => {
+            let _spinner = matches!(which, Selection::All { .. })
+                .then(|| Progress::spinner(cli.json, "retrying dead-lettered jobs"));
             let r = plane.retry(&mut conn, &which).await?;
             (r.retried, r.kept)
         }
-        Action::Purge => (plane.purge(&mut conn, &which).await?, Vec::new()),
+        Action::Purge => {
+            let _spinner = matches!(which, Selection::All { .. })
+                .then(|| Progress::spinner(cli.json, "purging dead-lettered jobs"));
+            (plane.purge(&mut conn, &which).await?, Vec::new())
+        }
     };
     let why_kept = |k: &KeyHeld| {
         format!(

@@ -1,7 +1,7 @@
 //! `awa job ...`
 
 use crate::cli::{Cli, EnqueueArgs, JobCommand, JobListArgs};
-use crate::{db, error::CliError, input, output};
+use crate::{db, error::CliError, input, output, progress::Progress};
 use awa_core::{JobState, NewJob, Priority, QueueName, bounds};
 use awa_exec::{ExecPlane, PgExecPlane};
 use awa_history::{HistoryPlane, JobView, PgHistoryPlane};
@@ -33,7 +33,7 @@ fn new_job(args: &EnqueueArgs) -> Result<NewJob, CliError> {
     job.run_at = args
         .run_at
         .as_deref()
-        .map(|t| input::timestamp("--run-at", t))
+        .map(|t| input::time_or_offset("--run-at", t, chrono::Utc::now()))
         .transpose()?;
     job.max_attempts = args
         .max_attempts
@@ -70,11 +70,21 @@ async fn enqueue(cli: &Cli, args: &EnqueueArgs) -> Result<(), CliError> {
     // One transaction for every batch: a failure part-way leaves nothing.
     let mut tx = conn.begin().await?;
     let mut results: Vec<Enqueued> = Vec::with_capacity(count);
+    // A bar only when it takes more than one round trip.
+    let bar =
+        (count > per_batch).then(|| Progress::bar(cli.json, "enqueueing", count as u64, "jobs"));
     while results.len() < count {
         let batch = vec![job.clone(); (count - results.len()).min(per_batch)];
         results.extend(plane.enqueue(&mut tx, &batch).await?);
+        if let Some(bar) = &bar {
+            bar.inc(batch.len() as u64);
+        }
+    }
+    if let Some(bar) = &bar {
+        bar.set_message("committing");
     }
     tx.commit().await?;
+    drop(bar);
 
     let ids: Vec<i64> = results.iter().map(|r| r.job_id.0).collect();
     let inserted: Vec<i64> = results
@@ -89,6 +99,14 @@ async fn enqueue(cli: &Cli, args: &EnqueueArgs) -> Result<(), CliError> {
         .collect();
     existing.sort_unstable();
     existing.dedup();
+    // Copies of this very enqueue share their key with the first copy; a
+    // holder from before is a refusal with its own exit code.
+    if let Some(&held_by) = existing.iter().find(|id| !inserted.contains(id)) {
+        return Err(CliError::UniqueKeyHeld {
+            key: job.unique_key.clone().unwrap_or_default(),
+            held_by,
+        });
+    }
     let scheduled = results.iter().filter(|r| r.inserted && r.scheduled).count();
     let value = serde_json::json!({
         "ids": ids,
@@ -129,11 +147,9 @@ fn enqueue_text(
             .as_deref()
             .map(output::clean)
             .unwrap_or_default();
-        let held: Vec<String> = existing.iter().map(i64::to_string).collect();
         out.push_str(&format!(
-            "; {} of {count} matched unique key {key:?}, already held by existing job {}",
+            "; the other {} of {count} copies share its unique key {key:?}",
             count - inserted.len(),
-            held.join(", ")
         ));
     }
     out

@@ -1,7 +1,7 @@
 //! `awa migrate`
 
 use crate::cli::{Cli, MigrateArgs};
-use crate::{db, error::CliError, output};
+use crate::{db, error::CliError, output, progress::Progress};
 use awa_maint::migrate as m;
 
 pub async fn run(cli: &Cli, args: &MigrateArgs) -> Result<(), CliError> {
@@ -24,7 +24,10 @@ pub async fn run(cli: &Cli, args: &MigrateArgs) -> Result<(), CliError> {
     let url = db::require_url(&cli.database_url)?;
     // Fail fast, with our own message, when the server is not there.
     drop(db::connect(url).await?);
-    let report = m::migrate(url).await?;
+    let spinner = Progress::spinner(cli.json, "applying migrations");
+    let report = m::migrate(url).await;
+    drop(spinner);
+    let report = report?;
     output::emit(cli.json, &report, || {
         match (report.from, report.applied.is_empty()) {
             (_, true) => format!("schema is up to date at version {}", report.to),

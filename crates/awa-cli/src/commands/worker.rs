@@ -2,16 +2,29 @@
 
 use crate::cli::{Cli, WorkerCommand, WorkerRunArgs};
 use crate::handlers::Builtin;
-use crate::{db, error::CliError, output, shutdown};
-use awa_core::QueueName;
-use awa_exec::worker::{StatsSnapshot, Worker, WorkerConfig};
-use awa_history::{HistoryPlane, PgHistoryPlane};
+use crate::progress::Progress;
+use crate::{db, error::CliError, input, output, shutdown};
+use awa_core::{JobState, QueueName};
+use awa_exec::worker::{Stats, StatsSnapshot, Worker, WorkerConfig};
+use awa_history::{HistoryPlane, PendingState, PgHistoryPlane};
 use awa_maint::leader::{self, LeaderConfig};
-use std::time::Duration;
+use std::collections::VecDeque;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
 use tokio::sync::watch;
 
 const MAX_POOL: u32 = 64;
-const IDLE_CHECK: Duration = Duration::from_millis(200);
+/// How often the worker's counters are looked at (and the progress line
+/// redrawn).
+const TICK: Duration = Duration::from_millis(200);
+/// The longest pause between database checks while the worker is idle but
+/// work is still awaited (scheduled jobs, retries not yet due).
+const MAX_CHECK_BACKOFF: Duration = Duration::from_secs(2);
+/// How often an unchanged "waiting for" line is logged again.
+const SAY_AGAIN: Duration = Duration::from_secs(10);
+/// The largest --exit-when-drained horizon.
+const MAX_HORIZON: Duration = Duration::from_secs(3650 * 86_400);
 
 pub async fn run(cli: &Cli, cmd: &WorkerCommand) -> Result<(), CliError> {
     match cmd {
@@ -30,6 +43,7 @@ async fn run_worker(cli: &Cli, args: &WorkerRunArgs) -> Result<(), CliError> {
     let handler: Builtin = args.handler.parse()?;
     let concurrency = awa_core::bounds::CONCURRENCY.check(args.concurrency)? as usize;
     let settings = super::maint::settings(&args.cadence)?;
+    let until = until(args)?;
     let config = WorkerConfig::new(
         db::schema(),
         queues.iter().map(|q| (q.clone(), concurrency)).collect(),
@@ -39,7 +53,7 @@ async fn run_worker(cli: &Cli, args: &WorkerRunArgs) -> Result<(), CliError> {
     let url = db::require_url(&cli.database_url)?;
     // Handlers here do no database work, so a quarter of the concurrency
     // covers claims, finishes and heartbeats; +4 for the listener,
-    // maintenance and the idle check.
+    // maintenance and the exit check.
     let pool_size = ((concurrency / 4 + 4) as u32).min(MAX_POOL);
     let pool = db::pool_migrated(url, pool_size).await?;
 
@@ -66,15 +80,28 @@ async fn run_worker(cli: &Cli, args: &WorkerRunArgs) -> Result<(), CliError> {
         ))
     });
 
-    let idle_pool = pool.clone();
-    let exit_when_idle = args.exit_when_idle;
-    let stop = async move {
+    let stats = worker.stats();
+    let progress = Progress::spinner(cli.json, "starting");
+    let idle_queries = AtomicU64::new(0);
+    let left_waiting: Mutex<Vec<PendingState>> = Mutex::new(Vec::new());
+    let watcher = Watcher {
+        pool: &pool,
+        queues: &queues,
+        stats: &stats,
+        until,
+        progress: &progress,
+        idle_queries: &idle_queries,
+        left_waiting: &left_waiting,
+    };
+    let stop = async {
         tokio::select! {
             _ = shutdown::signalled() => {}
-            _ = idle(&idle_pool, &queues), if exit_when_idle => {}
+            _ = watcher.run() => {}
         }
+        progress.set_message("stopping: finishing the jobs in flight");
     };
     let result = worker.run(stop).await;
+    drop(progress);
 
     let _ = stop_tx.send(true);
     registration.stop(&pool).await;
@@ -88,42 +115,265 @@ async fn run_worker(cli: &Cli, args: &WorkerRunArgs) -> Result<(), CliError> {
         }
     }
     pool.close().await;
-    let stats = result?;
-    output::emit(cli.json, &stats, || stats_text(&stats));
+    let report = Report {
+        stats: result?,
+        idle_queries: idle_queries.load(Ordering::Relaxed),
+        left_waiting: left_waiting
+            .into_inner()
+            .unwrap_or_default()
+            .iter()
+            .map(|s| s.jobs)
+            .sum(),
+    };
+    output::emit(cli.json, &report, || report_text(&report));
     Ok(())
 }
 
-/// Resolves once no job of `queues` is unfinished on two checks in a row:
-/// one check could land between a retry's finish and its promotion.
-async fn idle(pool: &sqlx::PgPool, queues: &[QueueName]) {
-    let plane = PgHistoryPlane::new(db::schema());
-    let mut quiet = 0;
-    loop {
-        tokio::time::sleep(IDLE_CHECK).await;
-        let pending = async {
-            let mut conn = pool.acquire().await?;
-            plane
-                .pending(&mut conn, queues)
-                .await
-                .map_err(CliError::from)
-        }
-        .await;
-        match pending {
-            Ok(0) => quiet += 1,
-            Ok(_) => quiet = 0,
-            Err(err) => {
-                tracing::warn!(error = %err, "idle check failed; will check again");
-                quiet = 0;
-            }
-        }
-        if quiet >= 2 {
-            return;
+/// What `worker run` prints when it stops.
+#[derive(Debug, serde::Serialize)]
+struct Report {
+    #[serde(flatten)]
+    stats: StatsSnapshot,
+    /// Times --exit-when-idle / --exit-when-drained asked the database
+    /// whether work was left (only once the worker's counters said so).
+    idle_queries: u64,
+    /// Unfinished jobs left behind by --exit-when-drained: due after the
+    /// horizon.
+    left_waiting: i64,
+}
+
+/// When `worker run` stops by itself.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Until {
+    /// `--exit-when-idle`: no unfinished job at all.
+    Idle,
+    /// `--exit-when-drained=HORIZON`: nothing runnable within the horizon.
+    Drained(Duration),
+}
+
+impl Until {
+    /// How far ahead deferred work counts (None: however far).
+    fn horizon(self) -> Option<Duration> {
+        match self {
+            Until::Idle => None,
+            Until::Drained(h) => Some(h),
         }
     }
 }
 
-fn stats_text(s: &StatsSnapshot) -> String {
-    format!(
+fn until(args: &WorkerRunArgs) -> Result<Option<Until>, CliError> {
+    if args.exit_when_idle {
+        return Ok(Some(Until::Idle));
+    }
+    let Some(text) = args.exit_when_drained.as_deref() else {
+        return Ok(None);
+    };
+    let horizon = input::duration("--exit-when-drained", text)?;
+    if horizon > MAX_HORIZON {
+        return Err(CliError::Usage(format!(
+            "--exit-when-drained={text} is longer than 3650 days; \
+             use --exit-when-idle to wait for every job however far off"
+        )));
+    }
+    Ok(Some(Until::Drained(horizon)))
+}
+
+/// Attempts the worker has finished, one way or another.
+fn finished(s: &StatsSnapshot) -> u64 {
+    s.completed
+        + s.retried
+        + s.snoozed
+        + s.cancelled
+        + s.failed
+        + s.dead_lettered
+        + s.released
+        + s.rejected
+}
+
+/// Attempts claimed and not yet finished. An unstorable result is counted
+/// as finished whether or not its fallback was stored, so this may read
+/// low, never high: it only decides when to ask the database, which has
+/// the last word.
+fn in_flight(s: &StatsSnapshot) -> u64 {
+    s.claimed.saturating_sub(finished(s) + s.unstorable)
+}
+
+/// Watches the worker's counters: draws the progress line and, with an
+/// exit condition, resolves once it holds.
+struct Watcher<'a> {
+    pool: &'a sqlx::PgPool,
+    queues: &'a [QueueName],
+    stats: &'a Stats,
+    until: Option<Until>,
+    progress: &'a Progress,
+    idle_queries: &'a AtomicU64,
+    /// What the last database check found still waiting (past the horizon).
+    left_waiting: &'a Mutex<Vec<PendingState>>,
+}
+
+impl Watcher<'_> {
+    /// Never resolves without an exit condition.
+    async fn run(&self) {
+        if self.until.is_none() && !self.progress.shown() {
+            return std::future::pending().await;
+        }
+        let plane = PgHistoryPlane::new(db::schema());
+        let mut rate = Rate::default();
+        let mut seen = self.stats.snapshot();
+        // Empty claims counted at the last database check: the next check
+        // waits for a claim that came back empty after it.
+        let mut checked_empty = seen.empty_claims;
+        let mut quiet = 0;
+        let mut backoff = TICK;
+        let mut next_check = Instant::now();
+        let mut waiting: Option<String> = None;
+        let mut said: Option<(String, Instant)> = None;
+        loop {
+            tokio::time::sleep(TICK).await;
+            let now = self.stats.snapshot();
+            let per_sec = rate.sample(now.completed);
+            self.progress
+                .set_message(progress_line(&now, per_sec, waiting.as_deref()));
+            let Some(until) = self.until else { continue };
+            // Anything claimed since the last look, or still running: busy,
+            // and no question for the database.
+            let busy = in_flight(&now) > 0 || now.claimed != seen.claimed;
+            seen = now;
+            if busy {
+                quiet = 0;
+                backoff = TICK;
+                waiting = None;
+                continue;
+            }
+            if now.empty_claims == checked_empty || Instant::now() < next_check {
+                continue;
+            }
+            checked_empty = now.empty_claims;
+            self.idle_queries.fetch_add(1, Ordering::Relaxed);
+            let states = async {
+                let mut conn = self.pool.acquire().await?;
+                plane
+                    .pending_by_state(&mut conn, self.queues, until.horizon())
+                    .await
+                    .map_err(CliError::from)
+            }
+            .await;
+            match states {
+                Ok(states) if states.iter().all(|s| s.due == 0) => {
+                    // Twice in a row: one check could land between a
+                    // retry's finish and its promotion.
+                    quiet += 1;
+                    tracing::debug!(check = quiet, "nothing left to run");
+                    if quiet >= 2 {
+                        if !states.is_empty() {
+                            tracing::info!(
+                                "stopping; left waiting past the horizon: {}",
+                                describe(&states)
+                            );
+                        }
+                        if let Ok(mut left) = self.left_waiting.lock() {
+                            *left = states;
+                        }
+                        return;
+                    }
+                }
+                Ok(states) => {
+                    quiet = 0;
+                    let line = describe(&states);
+                    let repeat = said
+                        .as_ref()
+                        .is_some_and(|(l, at)| *l == line && at.elapsed() < SAY_AGAIN);
+                    if !repeat {
+                        tracing::info!("idle; waiting for {line}");
+                        said = Some((line.clone(), Instant::now()));
+                    }
+                    waiting = Some(line);
+                    next_check = Instant::now() + backoff;
+                    backoff = (backoff * 2).min(MAX_CHECK_BACKOFF);
+                }
+                Err(err) => {
+                    tracing::warn!(error = %err, "idle check failed; will check again");
+                    quiet = 0;
+                }
+            }
+        }
+    }
+}
+
+/// Completions per second over the last few seconds.
+#[derive(Debug, Default)]
+struct Rate(VecDeque<(Instant, u64)>);
+
+impl Rate {
+    const WINDOW: Duration = Duration::from_secs(3);
+
+    fn sample(&mut self, completed: u64) -> f64 {
+        let now = Instant::now();
+        self.0.push_back((now, completed));
+        while self
+            .0
+            .front()
+            .is_some_and(|(at, _)| now.duration_since(*at) > Self::WINDOW)
+        {
+            self.0.pop_front();
+        }
+        match (self.0.front(), self.0.back()) {
+            (Some((t0, c0)), Some((t1, c1))) if t1 > t0 => {
+                (c1 - c0) as f64 / t1.duration_since(*t0).as_secs_f64()
+            }
+            _ => 0.0,
+        }
+    }
+}
+
+fn progress_line(s: &StatsSnapshot, per_sec: f64, waiting: Option<&str>) -> String {
+    let mut line = format!("completed {} ({per_sec:.0}/s)", s.completed);
+    let failed = s.retried + s.failed + s.dead_lettered;
+    if failed > 0 {
+        line.push_str(&format!(", {failed} failed or retried"));
+    }
+    let running = in_flight(s);
+    if running > 0 {
+        line.push_str(&format!(", {running} in flight"));
+    }
+    if let Some(waiting) = waiting {
+        line.push_str(&format!("; waiting for {waiting}"));
+    }
+    line
+}
+
+/// "2 running, 3 scheduled (next at 2026-12-01T10:00:00Z)".
+fn describe(states: &[PendingState]) -> String {
+    let parts: Vec<String> = states
+        .iter()
+        .map(|s| match (s.state, s.next_at) {
+            (JobState::Scheduled | JobState::Retryable | JobState::Snoozed, Some(at)) => {
+                format!(
+                    "{} {} {} (next at {})",
+                    s.jobs,
+                    s.state,
+                    if s.jobs == 1 { "job" } else { "jobs" },
+                    at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+                )
+            }
+            _ => format!(
+                "{} {} {}",
+                s.jobs,
+                s.state,
+                if s.jobs == 1 { "job" } else { "jobs" }
+            ),
+        })
+        .collect();
+    if parts.is_empty() {
+        "nothing".into()
+    } else {
+        parts.join(", ")
+    }
+}
+
+fn report_text(r: &Report) -> String {
+    let s = &r.stats;
+    let mut text = format!(
         "worker stopped: claimed {}, completed {}, retried {}, snoozed {}, cancelled {}, \
          failed {}, dead-lettered {}, released {}, rejected {}",
         s.claimed,
@@ -135,5 +385,63 @@ fn stats_text(s: &StatsSnapshot) -> String {
         s.dead_lettered,
         s.released,
         s.rejected
-    )
+    );
+    if r.left_waiting > 0 {
+        text.push_str(&format!(
+            "; {} unfinished job(s) left waiting past the horizon",
+            r.left_waiting
+        ));
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn in_flight_is_claimed_minus_every_finish() {
+        let s = StatsSnapshot {
+            claimed: 10,
+            completed: 4,
+            retried: 1,
+            released: 1,
+            rejected: 1,
+            ..Default::default()
+        };
+        assert_eq!(in_flight(&s), 3);
+        let done = StatsSnapshot {
+            failed: 1,
+            dead_lettered: 1,
+            cancelled: 1,
+            ..s
+        };
+        assert_eq!(in_flight(&done), 0);
+    }
+
+    #[test]
+    fn waiting_is_described_with_the_next_due_time() {
+        let at = chrono::DateTime::parse_from_rfc3339("2026-12-01T10:00:00Z")
+            .unwrap()
+            .with_timezone(&chrono::Utc);
+        let states = [
+            PendingState {
+                state: JobState::Running,
+                jobs: 1,
+                next_at: Some(at),
+                due: 1,
+            },
+            PendingState {
+                state: JobState::Scheduled,
+                jobs: 3,
+                next_at: Some(at),
+                due: 0,
+            },
+        ];
+        assert_eq!(
+            describe(&states),
+            "1 running job, 3 scheduled jobs (next at 2026-12-01T10:00:00Z)"
+        );
+        assert_eq!(describe(&[]), "nothing");
+    }
 }

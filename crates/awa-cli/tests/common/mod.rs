@@ -116,7 +116,13 @@ impl Running {
 
     fn start_with(mut cmd: Command, input: Option<Vec<u8>>) -> Self {
         // The caller's environment never leaks in; what a test set does.
-        for var in ["DATABASE_URL", "AWA_LOG", "PGPASSWORD"] {
+        for var in [
+            "DATABASE_URL",
+            "AWA_LOG",
+            "RUST_LOG",
+            "NO_COLOR",
+            "PGPASSWORD",
+        ] {
             if !cmd.get_envs().any(|(k, _)| k == var) {
                 cmd.env_remove(var);
             }

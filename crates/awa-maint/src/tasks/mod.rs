@@ -139,12 +139,15 @@ pub(crate) async fn run_loop(
     timeout: Duration,
 ) {
     use rand::Rng;
+    use tracing::Instrument;
     loop {
+        // The span goes with the pass's future: entered only while it is
+        // polled, so it never leaks onto whatever else runs on this thread
+        // across an `.await`.
         let span = tracing::info_span!("maint_task", task = task.name());
-        let outcome = {
-            let _e = span.enter();
-            tokio::time::timeout(timeout, task.run_once(&pool)).await
-        };
+        let outcome = tokio::time::timeout(timeout, task.run_once(&pool))
+            .instrument(span)
+            .await;
         match outcome {
             Ok(Ok(TaskOutcome::Idle)) => tracing::trace!(task = task.name(), "idle"),
             Ok(Ok(outcome)) => tracing::debug!(task = task.name(), ?outcome, "pass done"),
