@@ -1,11 +1,13 @@
 //! Command-line grammar. Job-path groups live in submodules.
 
+mod cron;
 mod dlq;
 mod job;
 mod maint;
 mod queue;
 mod worker;
 
+pub use cron::*;
 pub use dlq::*;
 pub use job::*;
 pub use maint::*;
@@ -69,6 +71,9 @@ pub enum Command {
     /// Run database maintenance.
     #[command(subcommand)]
     Maint(MaintCommand),
+    /// Periodic jobs: list, add, remove, pause, resume, run-now.
+    #[command(subcommand)]
+    Cron(CronCommand),
 }
 
 #[derive(Debug, Args)]

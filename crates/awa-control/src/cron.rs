@@ -282,14 +282,39 @@ pub enum Upserted {
     Unchanged,
 }
 
+fn policy(s: &Schedule) -> (&'static str, i32) {
+    match s.missed {
+        Missed::Skip => ("skip", 1),
+        Missed::CatchUp { limit } => ("catch_up", limit as i32),
+    }
+}
+
+/// Create a schedule; false (nothing written) when the name is taken.
+pub async fn create(conn: &mut PgConnection, s: &Schedule) -> Result<bool, ControlError> {
+    s.validate()?;
+    let (policy, limit) = policy(s);
+    let made: Option<String> = sqlx::query_scalar(include_str!("../sql/cron_create.sql"))
+        .bind(&s.name)
+        .bind(&s.cron)
+        .bind(&s.timezone)
+        .bind(&s.queue)
+        .bind(&s.kind)
+        .bind(&s.args)
+        .bind(s.priority)
+        .bind(s.max_attempts)
+        .bind(&s.metadata)
+        .bind(policy)
+        .bind(limit)
+        .fetch_optional(conn)
+        .await?;
+    Ok(made.is_some())
+}
+
 /// Create or change a schedule (validated first: nothing is written for
 /// bad input).
 pub async fn upsert(conn: &mut PgConnection, s: &Schedule) -> Result<Upserted, ControlError> {
     s.validate()?;
-    let (policy, limit) = match s.missed {
-        Missed::Skip => ("skip", 1),
-        Missed::CatchUp { limit } => ("catch_up", limit as i32),
-    };
+    let (policy, limit) = policy(s);
     let row = sqlx::query(include_str!("../sql/cron_upsert.sql"))
         .bind(&s.name)
         .bind(&s.cron)

@@ -1,5 +1,6 @@
 //! One module per command group.
 
+mod cron;
 mod dlq;
 mod job;
 mod maint;
@@ -20,5 +21,6 @@ pub async fn run(cli: Cli) -> Result<(), CliError> {
         Command::Dlq(cmd) => dlq::run(&cli, cmd).await,
         Command::Worker(cmd) => worker::run(&cli, cmd).await,
         Command::Maint(cmd) => maint::run(&cli, cmd).await,
+        Command::Cron(cmd) => cron::run(&cli, cmd).await,
     }
 }
