@@ -102,11 +102,12 @@ async fn lead_once(
     host: &str,
     role: Option<&watch::Sender<Role>>,
 ) -> Result<(), MaintError> {
+    let options = awa_core::conninfo::connect_options(&config.database_url)?;
     // Bounded, so an unreachable server shows up as a logged retry rather
     // than a candidate stuck forever in connect.
     let mut conn = tokio::time::timeout(
         Duration::from_secs(10),
-        PgConnection::connect(&config.database_url),
+        PgConnection::connect_with(&options),
     )
     .await
     .map_err(|_| MaintError::LeadershipLost("connecting for the leader lock timed out".into()))??;
