@@ -2,16 +2,27 @@
 
 use crate::error::CliError;
 use awa_core::SchemaName;
-use sqlx::postgres::{PgPool, PgPoolOptions};
+use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 use sqlx::{Connection, PgConnection};
 use std::time::Duration;
 
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// The URL to connect to, refused before any connection is tried when it
+/// is missing or not a PostgreSQL URL.
 pub fn require_url(url: &Option<String>) -> Result<&str, CliError> {
-    url.as_deref()
-        .filter(|u| !u.is_empty())
-        .ok_or(CliError::NoDatabaseUrl)
+    let url = url
+        .as_deref()
+        .filter(|u| !u.trim().is_empty())
+        .ok_or(CliError::NoDatabaseUrl)?;
+    options(url)?;
+    Ok(url)
+}
+
+/// What sqlx connects with: `sslmode`, `sslrootcert` and the rest of the
+/// URL read as libpq reads them (see `awa_core::conninfo`).
+fn options(url: &str) -> Result<PgConnectOptions, CliError> {
+    Ok(awa_core::conninfo::connect_options(url)?)
 }
 
 /// The substrate job commands work on. Only the default for now; a
@@ -21,9 +32,28 @@ pub fn schema() -> SchemaName {
 }
 
 /// A connection failure as the user should read it (a refusal by the
-/// server, such as a wrong password or database, is a database error).
+/// server, such as a wrong password or database, is a database error; a
+/// failed TLS handshake says what to check in the URL).
 fn describe(err: &sqlx::Error) -> String {
-    awa_core::db_error::Described(err).to_string()
+    const TLS_ADVICE: &str = "with sslmode=verify-ca or verify-full, sslrootcert must name \
+         the CA that signed the server's certificate, and verify-full also needs the \
+         certificate to name the host in the URL";
+    match err {
+        // rustls refusing the server's certificate reaches us as an I/O
+        // error of the handshake.
+        sqlx::Error::Io(io)
+            if io
+                .get_ref()
+                .is_some_and(|inner| inner.is::<rustls::Error>()) =>
+        {
+            let inner = io.get_ref().map(ToString::to_string).unwrap_or_default();
+            format!("the TLS handshake failed: {inner} ({TLS_ADVICE})")
+        }
+        sqlx::Error::Tls(tls) => format!(
+            "TLS could not be set up: {tls} (check sslmode and sslrootcert in the URL; {TLS_ADVICE})"
+        ),
+        _ => awa_core::db_error::Described(err).to_string(),
+    }
 }
 
 fn unreachable(url: &str, reason: String) -> CliError {
@@ -35,7 +65,8 @@ fn unreachable(url: &str, reason: String) -> CliError {
 }
 
 pub async fn connect(url: &str) -> Result<PgConnection, CliError> {
-    match tokio::time::timeout(CONNECT_TIMEOUT, PgConnection::connect(url)).await {
+    let options = options(url)?;
+    match tokio::time::timeout(CONNECT_TIMEOUT, PgConnection::connect_with(&options)).await {
         Ok(Ok(conn)) => Ok(conn),
         Ok(Err(err)) => Err(unreachable(url, describe(&err))),
         Err(_) => Err(unreachable(
@@ -62,7 +93,7 @@ pub async fn pool_migrated(url: &str, size: u32) -> Result<PgPool, CliError> {
         .max_connections(size)
         .acquire_timeout(CONNECT_TIMEOUT)
         .test_before_acquire(false)
-        .connect(url);
+        .connect_with(options(url)?);
     let pool = match tokio::time::timeout(CONNECT_TIMEOUT, connecting).await {
         Ok(Ok(pool)) => pool,
         Ok(Err(err)) => return Err(unreachable(url, describe(&err))),

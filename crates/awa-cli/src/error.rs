@@ -18,6 +18,9 @@ pub mod exit {
 pub enum CliError {
     #[error("no database given; pass --database-url URL or set DATABASE_URL")]
     NoDatabaseUrl,
+    /// Not a usable PostgreSQL URL; the text never shows its password.
+    #[error("{0} (check --database-url / DATABASE_URL)")]
+    BadUrl(#[from] awa_core::conninfo::UrlError),
     #[error(
         "could not connect to PostgreSQL at {url}: {reason}. Check --database-url / DATABASE_URL and that the server is running and reachable"
     )]

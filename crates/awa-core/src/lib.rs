@@ -9,6 +9,7 @@
 //! that are already known to be valid.
 
 pub mod bounds;
+pub mod conninfo;
 pub mod db_error;
 mod ids;
 mod job;

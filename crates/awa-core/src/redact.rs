@@ -111,7 +111,7 @@ fn redact_params(s: &str, secrets: &mut Vec<String>) -> String {
 }
 
 /// `password`, `PASSWORD`, `pass%77ord`, `sslpassword`, `passwd`, ...
-fn is_secret_key(key: &str) -> bool {
+pub(crate) fn is_secret_key(key: &str) -> bool {
     let key = percent_decode(key)
         .unwrap_or_else(|| key.to_string())
         .to_ascii_lowercase();
@@ -185,7 +185,7 @@ fn redact_keyword_value(s: &str, secrets: &mut Vec<String>) -> Option<String> {
 }
 
 /// `%XX` decoded, when `s` has any and decodes to UTF-8.
-fn percent_decode(s: &str) -> Option<String> {
+pub(crate) fn percent_decode(s: &str) -> Option<String> {
     if !s.contains('%') {
         return None;
     }

@@ -48,6 +48,12 @@ pub enum MaintError {
     #[error("maintenance leadership lost: {0}")]
     LeadershipLost(String),
 
+    /// The database URL given to [`crate::migrate::migrate`] or the
+    /// leader cannot be used (wrong scheme, unreadable); never shows its
+    /// password.
+    #[error(transparent)]
+    Url(#[from] awa_core::conninfo::UrlError),
+
     #[error("could not write the migration files: {0}")]
     Io(#[from] std::io::Error),
 

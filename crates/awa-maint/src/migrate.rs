@@ -178,10 +178,15 @@ pub async fn check_compatible(conn: &mut PgConnection) -> Result<Option<i32>, Ma
 }
 
 /// Bring the database at `database_url` to the newest version.
+///
+/// `database_url` is read as [`awa_core::conninfo::connect_options`] says:
+/// a `postgres://` or `postgresql://` URL whose `sslmode` and `sslrootcert`
+/// behave as in libpq.
 pub async fn migrate(database_url: &str) -> Result<MigrateReport, MaintError> {
     // A dedicated connection: the session lock must not travel back into a
     // pool while held.
-    let mut conn = PgConnection::connect(database_url).await?;
+    let options = awa_core::conninfo::connect_options(database_url)?;
+    let mut conn = PgConnection::connect_with(&options).await?;
     sqlx::query(include_str!("../sql/migration_lock.sql"))
         .execute(&mut conn)
         .await?;

@@ -216,10 +216,14 @@ fn typed_batch<J: Job>(jobs: &[J]) -> Result<Vec<NewJob>, Error> {
 /// A pool for `url`, with a bounded connect time. Errors never quote the
 /// URL (it may carry a password).
 pub(crate) async fn connect_pool(url: &str, max_connections: u32) -> Result<PgPool, Error> {
+    // Checked as libpq reads URLs (scheme, sslmode, sslrootcert), with a
+    // message that never holds the password.
+    let options = awa_core::conninfo::connect_options(url)
+        .map_err(|err| Error::Connect(err.to_string()))?;
     let connecting = sqlx::postgres::PgPoolOptions::new()
         .max_connections(max_connections.max(1))
         .acquire_timeout(CONNECT_TIMEOUT)
-        .connect(url);
+        .connect_with(options);
     match tokio::time::timeout(CONNECT_TIMEOUT, connecting).await {
         Ok(Ok(pool)) => Ok(pool),
         // The driver may quote part of the URL back: scrub its secrets.

@@ -305,4 +305,9 @@ async fn a_connect_error_never_shows_the_password() {
         assert!(!shown.contains("s3cretpw"), "{shown}");
         assert!(shown.contains("127.0.0.1"), "says where it tried: {shown}");
     }
+    let err = Client::connect("mysql://u:s3cretpw@127.0.0.1/app", 1)
+        .await
+        .expect_err("not a postgres URL")
+        .to_string();
+    assert!(err.contains("postgres://") && !err.contains("s3cretpw"), "{err}");
 }

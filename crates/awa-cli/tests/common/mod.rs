@@ -215,3 +215,51 @@ impl Running {
         }
     }
 }
+
+/// `awa ARGS...` against `url` every way that asks for more output
+/// (`-v`, `--json`, `AWA_LOG=trace`, `RUST_LOG=debug`), with the URL passed
+/// as `--database-url` and as `DATABASE_URL`; each run with a label saying
+/// how it was made. For checking that a secret never shows up.
+pub fn awa_every_way(url: &str, args: &[&str]) -> Vec<(String, Run)> {
+    let mut started = Vec::new();
+    for (flags, env) in [
+        (vec![], vec![]),
+        (vec!["-v"], vec![]),
+        (vec!["--json"], vec![]),
+        (
+            vec!["-v", "--json"],
+            vec![("AWA_LOG", "trace"), ("RUST_LOG", "trace")],
+        ),
+        (vec![], vec![("RUST_LOG", "debug")]),
+    ] {
+        for as_env in [false, true] {
+            let mut cmd = Command::new(env!("CARGO_BIN_EXE_awa"));
+            cmd.envs(env.iter().copied());
+            if as_env {
+                cmd.env("DATABASE_URL", url);
+            } else {
+                cmd.arg("--database-url").arg(url);
+            }
+            cmd.args(&flags).args(args);
+            let how = if as_env {
+                "DATABASE_URL"
+            } else {
+                "--database-url"
+            };
+            // All at once: they are independent, and this is many runs.
+            started.push((format!("{how}, {flags:?}, {env:?}"), Running::start(cmd)));
+        }
+    }
+    started
+        .into_iter()
+        .map(|(how, running)| (how, running.finish()))
+        .collect()
+}
+
+/// Fails when `secret` is anywhere in the run's stdout or stderr.
+pub fn assert_hidden(secret: &str, how: &str, run: &Run) {
+    assert!(
+        !run.stdout.contains(secret) && !run.stderr.contains(secret),
+        "{how}: {secret:?} was printed: {run:#?}"
+    );
+}

@@ -1,0 +1,249 @@
+//! Connection URLs read the way libpq reads them, for every Awa entry point
+//! that is handed a URL rather than a pool (the CLI, migrations, the
+//! maintenance leader).
+//!
+//! sqlx parses the URL itself, `sslmode` and `sslrootcert` included; what
+//! this adds:
+//!
+//! * **Only `postgres://` and `postgresql://`.** sqlx ignores the scheme, so
+//!   `mysql://h/db` would quietly be tried as PostgreSQL and a bare word would
+//!   fail as an unreadable URL; both are refused here with a message that
+//!   says what to write instead.
+//! * **`sslmode=require` with a root certificate checks the chain**, as
+//!   libpq does for backwards compatibility: when the file named by
+//!   `sslrootcert` (or `PGSSLROOTCERT`) exists, `require` behaves like
+//!   `verify-ca`.
+//! * **`verify-ca` and `verify-full` without a readable root certificate
+//!   file** are refused, naming the file, before any connection is tried.
+//! * **Errors never show a password**: the URL in a message is redacted and
+//!   the driver's text is scrubbed of the URL's secrets. A password-like
+//!   parameter sqlx does not know (`passwd=`, `Password=`, `sslpassword=`)
+//!   is refused before sqlx sees it, because sqlx would log its value.
+//!
+//! Where it still differs from libpq (sqlx's behaviour): `allow` is
+//! `disable`; there is no default `~/.postgresql/root.crt`; with `verify-ca`
+//! or `verify-full` the public web PKI roots are trusted besides
+//! `sslrootcert`; key=value connection strings are not accepted.
+
+use std::str::FromStr as _;
+
+use sqlx::postgres::{PgConnectOptions, PgSslMode};
+
+use crate::redact::{redact_conninfo, scrub};
+
+/// A connection string that cannot be used. The text never holds a
+/// password.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum UrlError {
+    #[error(
+        "the database URL is not a postgres:// or postgresql:// URL ({shown}); write it as \
+         postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE[?sslmode=...] \
+         (key=value connection strings and other schemes are not supported)"
+    )]
+    NotPostgres { shown: String },
+    #[error("invalid connection URL {shown}: {reason}")]
+    Invalid { shown: String, reason: String },
+    #[error("cannot read the root certificate file {path:?} named by sslrootcert: {reason}")]
+    RootCert { path: String, reason: String },
+}
+
+/// Whether `url` starts with `postgres://` or `postgresql://` (the scheme in
+/// any case).
+pub fn is_postgres_url(url: &str) -> bool {
+    let url = url.trim_start();
+    ["postgres://", "postgresql://"].iter().any(|prefix| {
+        url.get(..prefix.len())
+            .is_some_and(|head| head.eq_ignore_ascii_case(prefix))
+    })
+}
+
+/// The options sqlx connects with for `url`, checked and adjusted as the
+/// module documentation says.
+pub fn connect_options(url: &str) -> Result<PgConnectOptions, UrlError> {
+    if !is_postgres_url(url) {
+        return Err(UrlError::NotPostgres {
+            shown: redact_conninfo(url),
+        });
+    }
+    // sqlx logs an unknown parameter with its value (a warning): refuse a
+    // secret-looking one before it gets the chance.
+    if let Some(key) = query_pairs(url).map(|(key, _)| key).find(|key| {
+        let decoded = crate::redact::percent_decode(key);
+        decoded.as_deref().unwrap_or(key) != "password" && crate::redact::is_secret_key(key)
+    }) {
+        return Err(UrlError::Invalid {
+            shown: redact_conninfo(url),
+            reason: format!(
+                "unknown parameter {key:?}; the password goes in the user info \
+                 (postgres://USER:PASSWORD@HOST/DB) or in password=, or in PGPASSWORD"
+            ),
+        });
+    }
+    let options = PgConnectOptions::from_str(url.trim()).map_err(|e| UrlError::Invalid {
+        shown: redact_conninfo(url),
+        // sqlx wraps its own configuration errors once more.
+        reason: scrub(&e.to_string(), url).replacen(
+            "error with configuration: error with configuration: ",
+            "error with configuration: ",
+            1,
+        ),
+    })?;
+    let mode = options.get_ssl_mode();
+    let verifying = matches!(mode, PgSslMode::VerifyCa | PgSslMode::VerifyFull);
+    let require = matches!(mode, PgSslMode::Require);
+    let Some(root_cert) = root_cert(url).filter(|_| verifying || require) else {
+        return Ok(options);
+    };
+    // libpq looks at the file: `require` verifies against it only if it is
+    // there, `verify-*` refuse to go on without it (where sqlx would only
+    // say "No such file or directory" at connect time).
+    let usable = root_cert.trim_start().starts_with("-----BEGIN")
+        || match std::fs::File::open(&root_cert) {
+            Ok(_) => true,
+            Err(e) if verifying => {
+                return Err(UrlError::RootCert {
+                    path: root_cert,
+                    reason: e.to_string(),
+                });
+            }
+            Err(_) => false,
+        };
+    if require && usable {
+        return Ok(options.ssl_mode(PgSslMode::VerifyCa));
+    }
+    Ok(options)
+}
+
+/// The root certificate file named by the URL (the last of the names sqlx
+/// reads it under) or else by `PGSSLROOTCERT`.
+fn root_cert(url: &str) -> Option<String> {
+    query_pairs(url)
+        .filter(|(key, _)| matches!(*key, "sslrootcert" | "ssl-root-cert" | "ssl-ca"))
+        .map(|(_, value)| {
+            let value = value.replace('+', " ");
+            crate::redact::percent_decode(&value).unwrap_or(value)
+        })
+        .next_back()
+        .or_else(|| std::env::var("PGSSLROOTCERT").ok())
+        .filter(|v| !v.is_empty())
+}
+
+/// The URL's `key=value` query parameters as written (not decoded).
+fn query_pairs(url: &str) -> impl DoubleEndedIterator<Item = (&str, &str)> {
+    let query = url
+        .split_once('?')
+        .map_or("", |(_, query)| query.split('#').next().unwrap_or(""));
+    query
+        .split('&')
+        .filter(|pair| !pair.is_empty())
+        .map(|pair| pair.split_once('=').unwrap_or((pair, "")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_postgres_schemes() {
+        for ok in [
+            "postgres://h/db",
+            "postgresql://u@h:5432/db?sslmode=require",
+            "POSTGRES://h/db",
+            " postgres://h/db",
+        ] {
+            assert!(connect_options(ok).is_ok(), "{ok}");
+        }
+        for bad in [
+            "mysql://u:s3cretpw@h/db",
+            "http://h/db",
+            "postgres:/h/db",
+            "s3cretpw",
+            "host=h password=s3cretpw",
+            "",
+        ] {
+            let err = connect_options(bad).expect_err(bad).to_string();
+            assert!(
+                err.contains("not a postgres:// or postgresql:// URL"),
+                "{bad}: {err}"
+            );
+            assert!(!err.contains("s3cretpw"), "{bad}: {err}");
+        }
+    }
+
+    #[test]
+    fn invalid_urls_do_not_show_the_password() {
+        let err = connect_options("postgres://u:s3cretpw@h:notaport/db")
+            .expect_err("a bad port")
+            .to_string();
+        assert!(err.starts_with("invalid connection URL"), "{err}");
+        assert!(!err.contains("s3cretpw"), "{err}");
+        let err = connect_options("postgres://h/db?password=s3cretpw&sslmode=sometimes")
+            .expect_err("a bad sslmode")
+            .to_string();
+        assert!(err.contains("sometimes"), "{err}");
+        assert!(!err.contains("s3cretpw"), "{err}");
+    }
+
+    #[test]
+    fn unknown_password_parameters_are_refused_unseen() {
+        for url in [
+            "postgres://h/db?passwd=s3cretpw",
+            "postgres://h/db?sslmode=require&Password=s3cretpw",
+            "postgres://h/db?sslpassword=s3cretpw",
+        ] {
+            let err = connect_options(url).expect_err(url).to_string();
+            assert!(err.contains("unknown parameter"), "{err}");
+            assert!(!err.contains("s3cretpw"), "{err}");
+        }
+        assert!(connect_options("postgres://h/db?password=pw").is_ok());
+        assert!(connect_options("postgres://h/db?pass%77ord=pw").is_ok());
+    }
+
+    #[test]
+    fn require_with_a_root_certificate_verifies_the_chain() {
+        let ca = std::env::temp_dir().join(format!("awa-conninfo-{}.pem", std::process::id()));
+        std::fs::write(&ca, "").unwrap();
+        let ca = ca.to_str().unwrap().to_owned();
+        let mode = |url: &str| {
+            format!(
+                "{:?}",
+                connect_options(&url.replace("/ca.pem", &ca))
+                    .unwrap()
+                    .get_ssl_mode()
+            )
+        };
+        assert_eq!(mode("postgres://h/db?sslmode=require"), "Require");
+        assert_eq!(
+            mode("postgres://h/db?sslmode=require&sslrootcert=/ca.pem"),
+            "VerifyCa"
+        );
+        assert_eq!(
+            mode("postgres://h/db?sslrootcert=/ca.pem&sslmode=verify-full"),
+            "VerifyFull"
+        );
+        assert_eq!(mode("postgres://h/db?sslmode=disable"), "Disable");
+        let _ = std::fs::remove_file(&ca);
+    }
+
+    #[test]
+    fn a_missing_root_certificate_is_named() {
+        let err =
+            connect_options("postgres://h/db?sslmode=verify-full&sslrootcert=/no/such%20ca.pem")
+                .expect_err("a missing file")
+                .to_string();
+        assert!(
+            err.contains("\"/no/such ca.pem\" named by sslrootcert"),
+            "{err}"
+        );
+        // Not needed without verification: libpq's `require` without the
+        // file stays `require`.
+        for mode in ["disable", "prefer", "require"] {
+            let url = format!("postgres://h/db?sslmode={mode}&sslrootcert=/no/such.pem");
+            let options = connect_options(&url).expect(mode);
+            assert!(
+                !matches!(options.get_ssl_mode(), PgSslMode::VerifyCa),
+                "{mode}"
+            );
+        }
+    }
+}
