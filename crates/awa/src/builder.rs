@@ -38,6 +38,9 @@ pub struct ClientBuilder {
     claim_batch: Option<usize>,
     poll_interval: Option<Duration>,
     heartbeat_interval: Option<Duration>,
+    /// Periodic jobs declared by this process, upserted at start.
+    schedules: Vec<awa_control::cron::Schedule>,
+    prune_schedules: bool,
     /// The first mistake made while building, reported by `start`.
     error: Option<Error>,
 }
@@ -68,6 +71,8 @@ impl ClientBuilder {
             claim_batch: None,
             poll_interval: None,
             heartbeat_interval: None,
+            schedules: Vec::new(),
+            prune_schedules: false,
             error: None,
         }
     }
@@ -208,6 +213,26 @@ impl ClientBuilder {
         self
     }
 
+    /// Declare a periodic job: upserted by `start` (created, or changed to
+    /// this definition), then fired by the maintenance leader exactly once
+    /// per tick. Schedules not declared here are left alone unless
+    /// [`ClientBuilder::prune_schedules`] is set. Build one with
+    /// [`crate::schedule`] for a typed job.
+    pub fn cron(mut self, schedule: awa_control::cron::Schedule) -> Self {
+        if let Err(err) = schedule.validate() {
+            self.fail(err.into());
+        }
+        self.schedules.push(schedule);
+        self
+    }
+
+    /// At start, delete every schedule in the database that this builder
+    /// did not declare (the code is the source of truth).
+    pub fn prune_schedules(mut self) -> Self {
+        self.prune_schedules = true;
+        self
+    }
+
     /// Most jobs claimed in one round trip (default 128).
     pub fn claim_batch(mut self, jobs: usize) -> Self {
         self.claim_batch = Some(jobs);
@@ -313,6 +338,8 @@ impl ClientBuilder {
             claim_batch: self.claim_batch,
             poll_interval: self.poll_interval,
             heartbeat_interval: self.heartbeat_interval,
+            schedules: self.schedules.clone(),
+            prune_schedules: self.prune_schedules,
             error: None,
         }
     }
@@ -335,6 +362,14 @@ impl ClientBuilder {
         }
         let client = Client::with_schema(self.pool.clone(), self.schema.clone());
         client.check_schema().await?;
+        if !self.schedules.is_empty() || self.prune_schedules {
+            let mut conn = self.pool.acquire().await?;
+            let pruned =
+                awa_control::cron::sync(&mut conn, &self.schedules, self.prune_schedules).await?;
+            if !pruned.is_empty() {
+                tracing::info!(?pruned, "removed schedules this process does not declare");
+            }
+        }
 
         let instance = config.instance_id;
         let registration = awa_control::runtimes::Registration::start(

@@ -218,8 +218,8 @@ fn typed_batch<J: Job>(jobs: &[J]) -> Result<Vec<NewJob>, Error> {
 pub(crate) async fn connect_pool(url: &str, max_connections: u32) -> Result<PgPool, Error> {
     // Checked as libpq reads URLs (scheme, sslmode, sslrootcert), with a
     // message that never holds the password.
-    let options = awa_core::conninfo::connect_options(url)
-        .map_err(|err| Error::Connect(err.to_string()))?;
+    let options =
+        awa_core::conninfo::connect_options(url).map_err(|err| Error::Connect(err.to_string()))?;
     let connecting = sqlx::postgres::PgPoolOptions::new()
         .max_connections(max_connections.max(1))
         .acquire_timeout(CONNECT_TIMEOUT)

@@ -76,6 +76,28 @@ pub use awa_exec::worker::{
 };
 pub use awa_maint::tasks::MaintSettings;
 
+/// Periodic jobs: [`Schedule`](awa_control::cron::Schedule) and its
+/// missed-fire policy, declared with [`ClientBuilder::cron`].
+pub use awa_control::cron::{Missed, Schedule};
+
+/// A schedule that enqueues `job` (its type's kind, queue and priority)
+/// at every tick of `cron` (5 or 6 fields, or `@hourly`-style), in UTC:
+/// set `timezone` and `missed` on the result to change that.
+pub fn schedule<J: Job>(name: &str, cron: &str, job: &J) -> Result<Schedule, Error> {
+    let args = serde_json::to_value(job).map_err(|source| Error::Serialize {
+        kind: J::KIND,
+        source,
+    })?;
+    let mut s = Schedule::new(name, cron, J::QUEUE, J::KIND);
+    s.args = args;
+    if let Some(p) = J::PRIORITY {
+        s.priority = p;
+    }
+    s.max_attempts = J::MAX_ATTEMPTS;
+    s.validate()?;
+    Ok(s)
+}
+
 /// The plane crates, for what this facade does not wrap.
 pub mod planes {
     pub use awa_control as control;

@@ -309,5 +309,8 @@ async fn a_connect_error_never_shows_the_password() {
         .await
         .expect_err("not a postgres URL")
         .to_string();
-    assert!(err.contains("postgres://") && !err.contains("s3cretpw"), "{err}");
+    assert!(
+        err.contains("postgres://") && !err.contains("s3cretpw"),
+        "{err}"
+    );
 }

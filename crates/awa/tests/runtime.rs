@@ -346,3 +346,69 @@ async fn shutdown_waits_for_in_flight_work_and_releases_what_outlives_the_grace(
     // A second shutdown (any clone) has nothing left to stop.
     client.shutdown(Duration::from_secs(1)).await.unwrap();
 }
+
+#[tokio::test]
+async fn schedules_declared_in_code_are_upserted_at_start_and_fired_by_the_leader() {
+    let db = awa::testing::test_db().await.unwrap();
+    let pool = db.pool().await.unwrap();
+    // Someone else's schedule, and a stale one of ours.
+    {
+        let mut conn = pool.acquire().await.unwrap();
+        let other = awa::Schedule::new("stale", "@daily", "steps", "step");
+        awa::planes::control::cron::upsert(&mut conn, &other)
+            .await
+            .unwrap();
+    }
+    let runs = Arc::new(Mutex::new(Vec::new()));
+    let client = Client::builder(pool.clone())
+        .queue("steps", 2)
+        .maintenance(quick_maintenance())
+        .cron(awa::schedule("every-second", "* * * * * *", &Step { n: 7 }).unwrap())
+        .prune_schedules()
+        .register::<Step>({
+            let runs = runs.clone();
+            move |step: Step, ctx: JobContext| {
+                let runs = runs.clone();
+                async move {
+                    let tick = ctx
+                        .metadata()
+                        .and_then(|m| m["awa_cron"]["tick"].as_str().map(str::to_owned));
+                    runs.lock().unwrap().push((step.n, tick));
+                    Ok(Outcome::Complete)
+                }
+            }
+        })
+        .start()
+        .await
+        .unwrap();
+    let until = Instant::now() + Duration::from_secs(30);
+    while runs.lock().unwrap().len() < 2 {
+        assert!(Instant::now() < until, "the schedule never fired twice");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    client.shutdown(Duration::from_secs(5)).await.unwrap();
+    let runs = runs.lock().unwrap().clone();
+    assert!(
+        runs.iter().all(|(n, tick)| *n == 7 && tick.is_some()),
+        "{runs:?}"
+    );
+    let mut conn = pool.acquire().await.unwrap();
+    let names: Vec<String> = awa::planes::control::cron::list(&mut conn, false)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|s| s.schedule.name)
+        .collect();
+    assert_eq!(
+        names,
+        vec!["every-second"],
+        "pruned what the code does not declare"
+    );
+    // A bad schedule is refused by start, before anything runs.
+    let bad = Client::builder(pool.clone())
+        .queue("steps", 1)
+        .cron(awa::Schedule::new("bad", "every day", "steps", "step"))
+        .start()
+        .await;
+    assert!(matches!(bad, Err(awa::Error::Invalid(_))), "{bad:?}");
+}
