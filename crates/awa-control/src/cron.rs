@@ -282,18 +282,16 @@ pub enum Upserted {
     Unchanged,
 }
 
-fn policy(s: &Schedule) -> (&'static str, i32) {
-    match s.missed {
+/// The schedule as the parameters of cron_create.sql / cron_upsert.sql.
+fn with_schedule<'q>(
+    sql: &'static str,
+    s: &'q Schedule,
+) -> sqlx::query::Query<'q, sqlx::Postgres, sqlx::postgres::PgArguments> {
+    let (policy, limit) = match s.missed {
         Missed::Skip => ("skip", 1),
         Missed::CatchUp { limit } => ("catch_up", limit as i32),
-    }
-}
-
-/// Create a schedule; false (nothing written) when the name is taken.
-pub async fn create(conn: &mut PgConnection, s: &Schedule) -> Result<bool, ControlError> {
-    s.validate()?;
-    let (policy, limit) = policy(s);
-    let made: Option<String> = sqlx::query_scalar(include_str!("../sql/cron_create.sql"))
+    };
+    sqlx::query(sql)
         .bind(&s.name)
         .bind(&s.cron)
         .bind(&s.timezone)
@@ -305,6 +303,12 @@ pub async fn create(conn: &mut PgConnection, s: &Schedule) -> Result<bool, Contr
         .bind(&s.metadata)
         .bind(policy)
         .bind(limit)
+}
+
+/// Create a schedule; false (nothing written) when the name is taken.
+pub async fn create(conn: &mut PgConnection, s: &Schedule) -> Result<bool, ControlError> {
+    s.validate()?;
+    let made = with_schedule(include_str!("../sql/cron_create.sql"), s)
         .fetch_optional(conn)
         .await?;
     Ok(made.is_some())
@@ -314,19 +318,7 @@ pub async fn create(conn: &mut PgConnection, s: &Schedule) -> Result<bool, Contr
 /// bad input).
 pub async fn upsert(conn: &mut PgConnection, s: &Schedule) -> Result<Upserted, ControlError> {
     s.validate()?;
-    let (policy, limit) = policy(s);
-    let row = sqlx::query(include_str!("../sql/cron_upsert.sql"))
-        .bind(&s.name)
-        .bind(&s.cron)
-        .bind(&s.timezone)
-        .bind(&s.queue)
-        .bind(&s.kind)
-        .bind(&s.args)
-        .bind(s.priority)
-        .bind(s.max_attempts)
-        .bind(&s.metadata)
-        .bind(policy)
-        .bind(limit)
+    let row = with_schedule(include_str!("../sql/cron_upsert.sql"), s)
         .fetch_optional(conn)
         .await?;
     Ok(match row {
