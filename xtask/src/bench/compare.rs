@@ -135,10 +135,15 @@ pub fn compare(r: &Report) -> Vec<Compared> {
 
 fn enqueue(out: &mut Out, o: &EnqueueReport, b: &EnqueueReport) {
     for run in &o.runs {
-        let Some(base) = b.find(run.producers, run.batch) else {
+        let Some(base) = b.same_as(run) else {
             continue;
         };
-        let key = format!("enqueue.{}x{}", run.producers, run.batch);
+        let key = format!(
+            "enqueue.{}x{}{}",
+            run.producers,
+            run.batch,
+            if run.explicit_tx { ".explicit_tx" } else { "" }
+        );
         out.push(
             format!("{key}.jobs_per_s"),
             format!("enqueue {}", run.name),
