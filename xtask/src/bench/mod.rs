@@ -76,9 +76,10 @@ pub struct BenchArgs {
     /// hurt most.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=1024))]
     drain_concurrency: Option<u16>,
-    /// Connections of the `procs` scenario's producer process (default 8),
-    /// each one one-job transaction at a time: with all of them busy, jobs
-    /// start late and the offered rate is not met.
+    /// Connections of the `procs` scenario's producer process, each one
+    /// one-job transaction at a time (default: one per 50 jobs/s offered,
+    /// 4 to 32). With all of them busy, jobs start late and the offered
+    /// rate is not met.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=256))]
     procs_connections: Option<u16>,
 }

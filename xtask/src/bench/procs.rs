@@ -9,8 +9,11 @@
 //!
 //! The producer is open-loop: job `i` is due at `start + i / rate`, and
 //! each of its connections takes the next job, waits until it is due and
-//! sends it. With every connection busy, jobs go late (`start lag`), and
-//! the achieved rate falls below the offered one. Latency is the same as
+//! sends it. It has one connection per 50 jobs/s offered (4 to 32), as an
+//! application's pool grows with its request rate, unless
+//! `--procs-connections` fixes the number. With every connection busy,
+//! jobs go late (`start lag`), and the achieved rate falls below the
+//! offered one. Latency is the same as
 //! steady's: `ready_at` (the baseline's `run_at`) to handler start, which
 //! for a job enqueued in a transaction includes its commit.
 //!
@@ -37,9 +40,11 @@ use tokio::sync::mpsc;
 
 /// The worker process's concurrency.
 pub const CONCURRENCY: usize = 16;
-/// Connections of the producer process, each one transaction at a time
-/// (`--procs-connections` to change).
-pub const PRODUCER_CONNECTIONS: usize = 8;
+/// Connections of the producer process by default, each one transaction
+/// at a time: one per this many jobs/s offered, within the bounds below.
+const JOBS_PER_S_PER_CONNECTION: u64 = 50;
+const MIN_CONNECTIONS: usize = 4;
+const MAX_CONNECTIONS: usize = 32;
 /// Rates always run.
 const RATES: &[u64] = &[200, 1_000];
 /// Then these, while the system keeps up.
@@ -60,6 +65,8 @@ const URL_ENV: &str = "AWA_BENCH_PROC_URL";
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct ProcsRun {
     pub offered_rate: u64,
+    /// Connections of the producer process.
+    pub producer_connections: usize,
     /// How long the producer ran.
     pub seconds: f64,
     pub enqueued: u64,
@@ -88,7 +95,8 @@ pub struct ProcsRun {
 
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct ProcsReport {
-    pub producer_connections: usize,
+    /// Fixed by `--procs-connections`; else one per 50 jobs/s offered.
+    pub producer_connections: Option<usize>,
     pub worker_concurrency: usize,
     pub runs: Vec<ProcsRun>,
     /// Highest offered rate kept up with p95 < 50 ms.
@@ -110,11 +118,23 @@ pub async fn run(ctx: &Ctx) -> Result<(ProcsReport, Option<ProcsReport>), BoxErr
     } else {
         (RATES, STEPS, SECONDS)
     };
-    let connections = ctx.procs_connections.unwrap_or(PRODUCER_CONNECTIONS);
+    let fixed = ctx.procs_connections;
+    let connections = |rate: u64| {
+        fixed.unwrap_or_else(|| {
+            ((rate / JOBS_PER_S_PER_CONNECTION) as usize).clamp(MIN_CONNECTIONS, MAX_CONNECTIONS)
+        })
+    };
     ctx.say(format!(
-        "\n== procs: a producer process committing one job per transaction ({connections} \
+        "\n== procs: a producer process committing one job per transaction ({} \
          connections) and a worker process (1 x {CONCURRENCY} + maintenance leader); offered \
          {}/s, then up while kept up; {seconds} s per rate",
+        match fixed {
+            Some(n) => n.to_string(),
+            None => format!(
+                "1 per {JOBS_PER_S_PER_CONNECTION} jobs/s offered, {MIN_CONNECTIONS} to \
+                 {MAX_CONNECTIONS},"
+            ),
+        },
         rates
             .iter()
             .map(u64::to_string)
@@ -125,7 +145,7 @@ pub async fn run(ctx: &Ctx) -> Result<(ProcsReport, Option<ProcsReport>), BoxErr
     let mut runs: Vec<Vec<ProcsRun>> = vec![Vec::new(); systems.len()];
     for &rate in rates {
         for (i, &system) in systems.iter().enumerate() {
-            runs[i].push(run_rate(ctx, system, rate, seconds, connections).await?);
+            runs[i].push(run_rate(ctx, system, rate, seconds, connections(rate)).await?);
         }
     }
     for &rate in steps {
@@ -133,7 +153,7 @@ pub async fn run(ctx: &Ctx) -> Result<(ProcsReport, Option<ProcsReport>), BoxErr
         for (i, &system) in systems.iter().enumerate() {
             if runs[i].last().is_some_and(|r| r.kept_up) {
                 any = true;
-                runs[i].push(run_rate(ctx, system, rate, seconds, connections).await?);
+                runs[i].push(run_rate(ctx, system, rate, seconds, connections(rate)).await?);
             }
         }
         if !any {
@@ -141,7 +161,7 @@ pub async fn run(ctx: &Ctx) -> Result<(ProcsReport, Option<ProcsReport>), BoxErr
         }
     }
     let mut reports = runs.into_iter().map(|runs| ProcsReport {
-        producer_connections: connections,
+        producer_connections: fixed,
         worker_concurrency: CONCURRENCY,
         highest_kept_up: runs
             .iter()
@@ -213,7 +233,7 @@ enum Role {
         rate: u64,
         #[arg(long)]
         seconds: u64,
-        #[arg(long, default_value_t = PRODUCER_CONNECTIONS)]
+        #[arg(long, default_value_t = MIN_CONNECTIONS)]
         connections: usize,
     },
     /// Run one worker (and, for ours, a leader) until stdin closes.
@@ -658,6 +678,7 @@ pub async fn run_rate(
         enqueued as f64 >= KEPT_UP * total as f64 && completions_per_s >= KEPT_UP * offered;
     let run = ProcsRun {
         offered_rate: rate,
+        producer_connections: connections,
         seconds: seconds_run,
         enqueued,
         enqueued_per_s: enqueued as f64 / seconds_run,

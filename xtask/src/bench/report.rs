@@ -779,6 +779,7 @@ fn print_baseline(b: &BaselineReport) {
 
 const PROCS_HEAD: &[&str] = &[
     "offered",
+    "conns",
     "enqueued/s",
     "completed/s",
     "achieved",
@@ -794,6 +795,7 @@ const PROCS_HEAD: &[&str] = &[
 fn procs_row(r: &ProcsRun) -> Vec<String> {
     let mut row = vec![
         format!("{}/s", rate(r.offered_rate)),
+        r.producer_connections.to_string(),
         num(r.enqueued_per_s),
         num(r.completions_per_s),
         format!("{:.0}%", r.achieved_vs_offered * 100.0),
@@ -817,7 +819,9 @@ fn print_procs(who: &str, p: &ProcsReport) {
     println!(
         "\n{who}procs (producer process: {} connections, 1 job per BEGIN..COMMIT; worker process: \
          1 x {}{}; latency = ready_at -> handler start; client CPU = both processes)",
-        p.producer_connections,
+        p.producer_connections
+            .map_or("1 per 50 jobs/s offered, 4 to 32,".to_string(), |n| n
+                .to_string()),
         p.worker_concurrency,
         if who.is_empty() { " + leader" } else { "" }
     );
