@@ -125,14 +125,14 @@ pub async fn run(ctx: &Ctx) -> Result<(ProcsReport, Option<ProcsReport>), BoxErr
         })
     };
     ctx.say(format!(
-        "\n== procs: a producer process committing one job per transaction ({} \
-         connections) and a worker process (1 x {CONCURRENCY} + maintenance leader); offered \
+        "\n== procs: a producer process committing one job per transaction (connections: {}) \
+         and a worker process (1 x {CONCURRENCY} + maintenance leader); offered \
          {}/s, then up while kept up; {seconds} s per rate",
         match fixed {
             Some(n) => n.to_string(),
             None => format!(
                 "1 per {JOBS_PER_S_PER_CONNECTION} jobs/s offered, {MIN_CONNECTIONS} to \
-                 {MAX_CONNECTIONS},"
+                 {MAX_CONNECTIONS}"
             ),
         },
         rates

@@ -817,10 +817,10 @@ fn procs_row(r: &ProcsRun) -> Vec<String> {
 
 fn print_procs(who: &str, p: &ProcsReport) {
     println!(
-        "\n{who}procs (producer process: {} connections, 1 job per BEGIN..COMMIT; worker process: \
+        "\n{who}procs (producer process: connections {}, 1 job per BEGIN..COMMIT; worker process: \
          1 x {}{}; latency = ready_at -> handler start; client CPU = both processes)",
         p.producer_connections
-            .map_or("1 per 50 jobs/s offered, 4 to 32,".to_string(), |n| n
+            .map_or("1 per 50 jobs/s offered, 4 to 32".to_string(), |n| n
                 .to_string()),
         p.worker_concurrency,
         if who.is_empty() { " + leader" } else { "" }
