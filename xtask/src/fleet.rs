@@ -63,7 +63,7 @@ pub struct Fleet {
 }
 
 /// What the workers did, summed.
-#[derive(Debug, Clone, Copy, Default, serde::Serialize)]
+#[derive(Debug, Clone, Copy, Default, serde::Serialize, serde::Deserialize)]
 pub struct FleetTotals {
     pub claimed: u64,
     pub completed: u64,

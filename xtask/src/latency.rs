@@ -38,7 +38,7 @@ impl LatencyRecorder {
 }
 
 /// Latency summary, in milliseconds.
-#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Percentiles {
     pub count: u64,
     pub mean: f64,

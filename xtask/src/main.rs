@@ -45,6 +45,10 @@ enum Task {
     /// checks every job completed exactly once. Seconds by default,
     /// minutes with --long.
     Chaos(chaos::ChaosArgs),
+    /// One side of `bench --scenario procs` (a producer or a worker
+    /// process), started by the bench itself.
+    #[command(name = "bench-proc", hide = true)]
+    BenchProc(bench::ProcArgs),
 }
 
 fn main() -> ExitCode {
@@ -52,7 +56,7 @@ fn main() -> ExitCode {
     // The demo and the bench draw progress bars: only warnings by default,
     // and not sqlx's slow-statement ones (CREATE DATABASE, CHECKPOINT).
     let default_filter = match xtask.task {
-        Task::Demo { .. } | Task::Bench(_) => "warn,sqlx::query=error",
+        Task::Demo { .. } | Task::Bench(_) | Task::BenchProc(_) => "warn,sqlx::query=error",
         // Broken connections are what the chaos suite is about.
         Task::Chaos(_) => "warn,sqlx::query=error,sqlx::postgres::notice=error",
         _ => "info",
@@ -75,6 +79,7 @@ fn main() -> ExitCode {
             Task::Demo { jobs } => demo::run(jobs).await,
             Task::Bench(args) => bench::run(args).await,
             Task::Chaos(args) => chaos::run(args).await,
+            Task::BenchProc(args) => bench::proc_child(args).await,
         }
     });
     match result {

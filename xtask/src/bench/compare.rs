@@ -7,6 +7,7 @@ use super::drain::DrainReport;
 use super::enqueue::EnqueueReport;
 use super::pgstats::Cost;
 use super::pinned::PinnedReport;
+use super::procs::ProcsReport;
 use super::report::Report;
 use super::steady::{SteadyReport, SteadyRun};
 
@@ -130,15 +131,23 @@ pub fn compare(r: &Report) -> Vec<Compared> {
     if let (Some(o), Some(b)) = (&r.pinned, &b.pinned) {
         pinned(&mut out, o, b);
     }
+    if let (Some(o), Some(b)) = (&r.procs, &b.procs) {
+        procs(&mut out, o, b);
+    }
     out.0
 }
 
 fn enqueue(out: &mut Out, o: &EnqueueReport, b: &EnqueueReport) {
     for run in &o.runs {
-        let Some(base) = b.find(run.producers, run.batch) else {
+        let Some(base) = b.same_as(run) else {
             continue;
         };
-        let key = format!("enqueue.{}x{}", run.producers, run.batch);
+        let key = format!(
+            "enqueue.{}x{}{}",
+            run.producers,
+            run.batch,
+            if run.explicit_tx { ".explicit_tx" } else { "" }
+        );
         out.push(
             format!("{key}.jobs_per_s"),
             format!("enqueue {}", run.name),
@@ -278,6 +287,66 @@ fn pinned(out: &mut Out, o: &PinnedReport, b: &PinnedReport) {
         Better::Lower,
         Some(o.p95_ratio),
         Some(b.p95_ratio),
+    );
+}
+
+fn procs(out: &mut Out, o: &ProcsReport, b: &ProcsReport) {
+    for run in &o.runs {
+        let Some(base) = b.at(run.offered_rate) else {
+            continue;
+        };
+        let key = format!("procs.{}", run.offered_rate);
+        let label = format!(
+            "procs {}/s (1 job/tx)",
+            super::report::rate(run.offered_rate)
+        );
+        out.push(
+            format!("{key}.completions_per_s"),
+            format!("{label}: completed/s"),
+            "jobs/s",
+            Better::Higher,
+            Some(run.completions_per_s),
+            Some(base.completions_per_s),
+        );
+        for (name, ours, theirs) in [
+            ("p50", run.latency.p50, base.latency.p50),
+            ("p95", run.latency.p95, base.latency.p95),
+            ("p99", run.latency.p99, base.latency.p99),
+        ] {
+            out.push(
+                format!("{key}.{name}_ms"),
+                format!("{label}: latency {name}"),
+                "ms",
+                Better::Lower,
+                Some(ours),
+                Some(theirs),
+            );
+        }
+        out.push(
+            format!("{key}.transaction_p50_ms"),
+            format!("{label}: producer BEGIN..COMMIT p50"),
+            "ms",
+            Better::Lower,
+            Some(run.transaction.p50),
+            Some(base.transaction.p50),
+        );
+        out.push(
+            format!("{key}.commits_per_job"),
+            format!("{label}: commits per job"),
+            "",
+            Better::Lower,
+            Some(run.cost.commits_per_job),
+            Some(base.cost.commits_per_job),
+        );
+        out.costs(&key, &label, &run.cost, &base.cost);
+    }
+    out.push(
+        "procs.highest_kept_up".into(),
+        "procs: highest 1 job/tx rate kept up, p95 < 50 ms".into(),
+        "jobs/s",
+        Better::Higher,
+        Some(o.highest_kept_up.unwrap_or(0) as f64),
+        Some(b.highest_kept_up.unwrap_or(0) as f64),
     );
 }
 

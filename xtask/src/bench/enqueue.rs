@@ -1,8 +1,13 @@
 //! Scenario `enqueue`: how fast producers put jobs in, one job per
 //! transaction and 1,000 per round trip, with one and with four
 //! producers, and 10,000 per call through the COPY path from one producer
-//! (the baseline sends the same batches as its multi-row insert). Each variant gets its own fresh database. With scenario
-//! `baseline`, the baseline's run of each variant follows ours at once.
+//! (the baseline sends the same batches as its multi-row insert). One job
+//! per transaction runs twice: in autocommit (one round trip per job) and
+//! inside an explicit transaction (`BEGIN`, the enqueue, `COMMIT`: three
+//! round trips per job, what an application enqueueing inside its own
+//! transaction pays). Each variant gets its own fresh database. With
+//! scenario `baseline`, the baseline's run of each variant follows ours at
+//! once.
 //!
 //! A one-job transaction is bound by how fast the server can flush WAL
 //! (`synchronous_commit=on` by default), so the report sets it next to the
@@ -23,6 +28,9 @@ use tokio::io::AsyncBufReadExt;
 
 const JOBS: u64 = 100_000;
 const QUICK_JOBS: u64 = 5_000;
+/// Jobs of the explicit-transaction variants (each as slow as one job per
+/// commit allows, so fewer than the others to keep the scenario short).
+const TX_JOBS: u64 = 30_000;
 const BATCH: usize = 1_000;
 /// Jobs per call of the COPY variant.
 const COPY_BATCH: usize = 10_000;
@@ -39,6 +47,9 @@ pub struct EnqueueRun {
     /// Sent through `PgReadyPlane::enqueue_copy` (ours; the baseline sends
     /// its multi-row insert).
     pub copy: bool,
+    /// Each job in an explicit transaction of its own (`BEGIN`, the call,
+    /// `COMMIT`) rather than in autocommit.
+    pub explicit_tx: bool,
     pub jobs: u64,
     pub seconds: f64,
     pub jobs_per_s: f64,
@@ -57,10 +68,26 @@ pub struct EnqueueReport {
 }
 
 impl EnqueueReport {
+    /// The autocommit run of this shape.
     pub fn find(&self, producers: usize, batch: usize) -> Option<&EnqueueRun> {
         self.runs
             .iter()
-            .find(|r| r.producers == producers && r.batch == batch)
+            .find(|r| r.producers == producers && r.batch == batch && !r.explicit_tx)
+    }
+
+    /// The one-job-per-explicit-transaction run with this many producers.
+    pub fn find_tx(&self, producers: usize) -> Option<&EnqueueRun> {
+        self.runs
+            .iter()
+            .find(|r| r.producers == producers && r.explicit_tx)
+    }
+
+    /// The run of the same shape as `run` (for the comparison).
+    pub fn same_as(&self, run: &EnqueueRun) -> Option<&EnqueueRun> {
+        self.runs.iter().find(|r| {
+            (r.producers, r.batch, r.copy, r.explicit_tx)
+                == (run.producers, run.batch, run.copy, run.explicit_tx)
+        })
     }
 }
 
@@ -73,12 +100,14 @@ pub async fn run(ctx: &Ctx) -> Result<(EnqueueReport, Option<EnqueueReport>), Bo
     ));
     let mut runs = Vec::new();
     let mut baseline_runs = Vec::new();
-    for (producers, batch, copy) in [
-        (1, 1, false),
-        (1, BATCH, false),
-        (4, 1, false),
-        (4, BATCH, false),
-        (1, COPY_BATCH, true),
+    for (producers, batch, mode) in [
+        (1, 1, Mode::Call),
+        (1, 1, Mode::Tx),
+        (1, BATCH, Mode::Call),
+        (4, 1, Mode::Call),
+        (4, 1, Mode::Tx),
+        (4, BATCH, Mode::Call),
+        (1, COPY_BATCH, Mode::Copy),
     ] {
         // --quick runs the baseline with one producer only.
         let systems = if producers == 1 {
@@ -87,7 +116,12 @@ pub async fn run(ctx: &Ctx) -> Result<(EnqueueReport, Option<EnqueueReport>), Bo
             ctx.systems_unless_quick()
         };
         for system in systems {
-            let run = variant(ctx, system, jobs, producers, batch, copy, cap).await?;
+            let jobs = if mode == Mode::Tx && !ctx.quick {
+                TX_JOBS
+            } else {
+                jobs
+            };
+            let run = variant(ctx, system, jobs, producers, batch, mode, cap).await?;
             ctx.say(format!(
                 "   {:<28} {:>9.0} jobs/s{}{}",
                 run.name,
@@ -123,7 +157,7 @@ pub async fn run(ctx: &Ctx) -> Result<(EnqueueReport, Option<EnqueueReport>), Bo
     let report = |runs: Vec<EnqueueRun>| {
         let one = runs
             .iter()
-            .find(|r| r.producers == 1 && r.batch == 1)
+            .find(|r| r.producers == 1 && r.batch == 1 && !r.explicit_tx)
             .map(|r| r.jobs_per_s);
         EnqueueReport {
             one_per_tx_vs_fdatasync: fdatasync.zip(one).map(|(f, o)| o / f),
@@ -135,28 +169,39 @@ pub async fn run(ctx: &Ctx) -> Result<(EnqueueReport, Option<EnqueueReport>), Bo
     Ok((report(runs), baseline))
 }
 
+/// How a variant sends its jobs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    /// One call in autocommit.
+    Call,
+    /// One call inside `BEGIN` ... `COMMIT`.
+    Tx,
+    /// Ours through the COPY path (the baseline: its multi-row insert).
+    Copy,
+}
+
 async fn variant(
     ctx: &Ctx,
     system: System,
     jobs: u64,
     producers: usize,
     batch: usize,
-    copy: bool,
+    mode: Mode,
     cap: Duration,
 ) -> Result<EnqueueRun, BoxError> {
     let name = format!(
         "{producers} producer{} x {}",
         if producers == 1 { "" } else { "s" },
-        if batch == 1 {
-            "1 job/tx".to_string()
-        } else if copy {
-            format!("{batch} jobs/COPY")
-        } else {
-            format!("{batch} jobs/call")
+        match mode {
+            Mode::Call if batch == 1 => "1 job/tx (autocommit)".to_string(),
+            Mode::Call => format!("{batch} jobs/call"),
+            Mode::Tx => format!("{batch} job/tx (BEGIN..COMMIT)"),
+            Mode::Copy => format!("{batch} jobs/COPY"),
         }
     );
     let db = ctx.fresh_db(system).await?;
-    let queue = QueueName::new(format!("enqueue-{producers}x{batch}"))?;
+    let suffix = if mode == Mode::Tx { "-tx" } else { "" };
+    let queue = QueueName::new(format!("enqueue-{producers}x{batch}{suffix}"))?;
     let before = pgstats::settled(ctx, &db).await?;
     let pool = fleet::pool(db.url(), producers as u32).await?;
     let bar = ctx.bar(jobs, format!("enqueue {name}"));
@@ -180,10 +225,11 @@ async fn variant(
                 }
                 let n = (batch as u64).min(share - sent);
                 let keys = (sent..sent + n).map(|i| p << 40 | i);
-                if copy {
-                    system.batch(&queue, keys).send_copy(&mut conn).await?;
-                } else {
-                    system.enqueue(&mut conn, &queue, keys).await?;
+                let jobs = system.batch(&queue, keys);
+                match mode {
+                    Mode::Call => jobs.send(&mut conn).await?,
+                    Mode::Tx => jobs.send_in_tx(&mut conn).await?,
+                    Mode::Copy => jobs.send_copy(&mut conn).await?,
                 }
                 sent += n;
                 done.fetch_add(n, Ordering::Relaxed);
@@ -204,7 +250,8 @@ async fn variant(
         name,
         producers,
         batch,
-        copy,
+        copy: mode == Mode::Copy,
+        explicit_tx: mode == Mode::Tx,
         jobs: enqueued,
         seconds,
         jobs_per_s: enqueued as f64 / seconds,

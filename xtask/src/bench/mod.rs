@@ -15,6 +15,7 @@ mod drain;
 mod enqueue;
 mod pgstats;
 mod pinned;
+mod procs;
 mod profile;
 mod report;
 mod soak;
@@ -32,14 +33,18 @@ use std::sync::Mutex;
 use std::time::Instant;
 use system::System;
 
+pub use procs::{ProcArgs, child as proc_child};
+
 #[derive(Debug, clap::Args)]
 pub struct BenchArgs {
     /// Run only this scenario (repeatable). Default: enqueue, drain,
-    /// steady, pinned, baseline, and soak with --long. `baseline` runs a
-    /// plain SKIP LOCKED jobs table through each selected enqueue, drain,
-    /// steady and pinned variant right after ours (alone, it brings
-    /// enqueue, drain and steady along) and reports ours, the baseline's
-    /// and their ratio.
+    /// steady, pinned, procs, baseline, and soak with --long. `procs` is
+    /// steady with a separate producer process committing one job per
+    /// transaction and a separate worker process at concurrency 16.
+    /// `baseline` runs a plain SKIP LOCKED jobs table through each
+    /// selected enqueue, drain, steady, pinned and procs variant right
+    /// after ours (alone, it brings enqueue, drain and steady along) and
+    /// reports ours, the baseline's and their ratio.
     #[arg(long = "scenario", value_enum)]
     scenarios: Vec<Scenario>,
     /// How the baseline completes a job: keep the row (`update`) or
@@ -71,6 +76,12 @@ pub struct BenchArgs {
     /// hurt most.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=1024))]
     drain_concurrency: Option<u16>,
+    /// Connections of the `procs` scenario's producer process, each one
+    /// one-job transaction at a time (default: one per 50 jobs/s offered,
+    /// 4 to 32). With all of them busy, jobs start late and the offered
+    /// rate is not met.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=256))]
+    procs_connections: Option<u16>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
@@ -80,6 +91,7 @@ pub enum Scenario {
     Drain,
     Steady,
     Pinned,
+    Procs,
     Soak,
     Baseline,
 }
@@ -96,6 +108,8 @@ pub struct Ctx {
     pub baseline: Option<baseline::Completion>,
     /// `--drain-concurrency`, else the drain's default.
     pub drain_concurrency: Option<usize>,
+    /// `--procs-connections`, else the procs producer's default.
+    pub procs_connections: Option<usize>,
     template_key: String,
     notes: Mutex<Vec<String>>,
 }
@@ -273,6 +287,7 @@ fn selected(args: &BenchArgs) -> Vec<Scenario> {
             Scenario::Drain,
             Scenario::Steady,
             Scenario::Pinned,
+            Scenario::Procs,
             Scenario::Baseline,
         ];
         if args.long {
@@ -357,6 +372,7 @@ pub async fn run(args: BenchArgs) -> Result<ExitCode, BoxError> {
             .contains(&Scenario::Baseline)
             .then_some(args.baseline_complete),
         drain_concurrency: args.drain_concurrency.map(usize::from),
+        procs_connections: args.procs_connections.map(usize::from),
         template_key: format!("awa-migrated-{}", awa_maint::migrate::fingerprint()),
         notes: Mutex::new(Vec::new()),
     };
@@ -403,7 +419,7 @@ pub async fn run(args: BenchArgs) -> Result<ExitCode, BoxError> {
     );
     if ctx.baseline.is_some() {
         ctx.say(
-            "baseline: each enqueue, drain, steady and pinned run is followed by the same run \
+            "baseline: each enqueue, drain, steady, pinned and procs run is followed by the same run \
              against a plain SKIP LOCKED jobs table (marked [baseline])",
         );
     }
@@ -436,6 +452,13 @@ pub async fn run(args: BenchArgs) -> Result<ExitCode, BoxError> {
                 report.pinned = Some(ours);
                 if let Some(b) = baseline {
                     b.pinned = base;
+                }
+            }
+            Scenario::Procs => {
+                let (ours, base) = procs::run(&ctx).await?;
+                report.procs = Some(ours);
+                if let Some(b) = baseline {
+                    b.procs = base;
                 }
             }
             Scenario::Soak => report.soak = Some(soak::run(&ctx).await?),

@@ -259,6 +259,28 @@ pub fn cost(before: &Snapshot, after: &Snapshot, jobs: u64) -> Cost {
     }
 }
 
+impl Cost {
+    /// Counts CPU that processes of ours other than this one used (the
+    /// `procs` scenario's producer and worker) as client CPU: without
+    /// this it would show as other tenants' CPU.
+    pub fn add_client_cpu(&mut self, seconds: f64) {
+        let jobs = self.jobs;
+        let per = |x: f64| if jobs == 0 { 0.0 } else { x / jobs as f64 };
+        if let Some(client) = self.cpu_client_s.as_mut() {
+            *client += seconds;
+            self.cpu_client_us_per_job = Some(per(*client * 1e6));
+        }
+        if let Some(others) = self.cpu_others_s.as_mut() {
+            *others = (*others - seconds).max(0.0);
+        }
+    }
+}
+
+/// User + system CPU this process has used so far, in seconds.
+pub fn own_cpu_s() -> Option<f64> {
+    proc_times("self").map(|(_, own, _)| own as f64 / TICKS_PER_S)
+}
+
 /// "16/B374D848" -> bytes.
 fn parse_lsn(text: &str) -> Option<u64> {
     let (hi, lo) = text.split_once('/')?;

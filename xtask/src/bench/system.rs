@@ -8,7 +8,7 @@ use crate::fleet::{self, Fleet, FleetConfig, FleetTotals};
 use crate::latency::LatencyRecorder;
 use awa_core::{NewJob, QueueName};
 use awa_ready::{PgReadyPlane, ReadyPlane};
-use sqlx::{PgConnection, PgPool};
+use sqlx::{Connection, PgConnection, PgPool};
 use std::sync::Arc;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -99,6 +99,16 @@ impl Batch {
 }
 
 impl Batch {
+    /// As [`Batch::send`], inside an explicit transaction of its own:
+    /// `BEGIN`, the call, `COMMIT`. Three round trips and one commit, what
+    /// an application pays when it enqueues inside its own transaction.
+    pub async fn send_in_tx(&self, conn: &mut PgConnection) -> Result<(), BoxError> {
+        let mut tx = conn.begin().await?;
+        self.send(&mut tx).await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
     /// As [`Batch::send`], but ours goes through the COPY path
     /// (`PgReadyPlane::enqueue_copy`); the baseline has no COPY path of its
     /// own and sends its multi-row insert, what a user would write.
