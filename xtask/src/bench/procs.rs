@@ -400,7 +400,6 @@ async fn worker(common: Common, concurrency: usize, leader: bool) -> Result<Exit
     let latency = LatencyRecorder::new();
     let running = system.start(
         &pool,
-        &common.url,
         &FleetConfig {
             queue: QueueName::new(common.queue)?,
             workers: 1,
