@@ -57,11 +57,13 @@ async fn run_worker(cli: &Cli, args: &WorkerRunArgs) -> Result<(), CliError> {
     let pool_size = ((concurrency / 4 + 4) as u32).min(MAX_POOL);
     let pool = db::pool_migrated(url, pool_size).await?;
 
-    let registration = crate::db::Registration::start(
+    let registration = awa_control::runtimes::Registration::start(
         &pool,
-        config.instance_id,
-        "worker",
-        queues.iter().map(|q| q.to_string()).collect(),
+        &awa_control::runtimes::RuntimeInfo {
+            instance_id: config.instance_id,
+            role: "worker",
+            queues: queues.iter().map(|q| q.to_string()).collect(),
+        },
     )
     .await?;
     let mut worker = Worker::new(pool.clone(), config);
