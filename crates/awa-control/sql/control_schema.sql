@@ -103,20 +103,72 @@ CREATE TABLE IF NOT EXISTS awa.cron_jobs (
     updated_at       timestamptz NOT NULL DEFAULT now()
 );
 
--- Which substrate receives new work, and any staged move to another one.
--- Changed only by the CLI transition commands.
+-- Job identity is database-wide: every substrate draws job ids from this
+-- one sequence and records unique keys in this one table. A job keeps its
+-- id when a storage transition moves it to another substrate, a job id
+-- names one job whichever substrate holds it, and a unique key held by a
+-- live job in one substrate blocks a duplicate in any other, under every
+-- isolation level (the primary key decides, as within one substrate).
+CREATE SEQUENCE IF NOT EXISTS awa.job_id_seq AS bigint;
+
+-- At most one non-terminal job per unique key. Rows are removed when the
+-- job becomes terminal, so only jobs that opt into uniqueness pay.
+CREATE TABLE IF NOT EXISTS awa.job_uniques (
+    unique_key text        PRIMARY KEY,
+    job_id     bigint      NOT NULL,
+    created_at timestamptz NOT NULL DEFAULT now()
+);
+-- cancel_job releases a key by its job id (finish goes by key).
+CREATE INDEX IF NOT EXISTS job_uniques_job_idx ON awa.job_uniques (job_id);
+
+-- Which substrate receives new work, and any staged move to another one:
+-- the one place routing is decided (awa_control::routing reads it; the
+-- state machine and each state's routing rule are in ARCHITECTURE.md).
+-- Changed only by the transition functions (awa.storage_prepare,
+-- awa.storage_enter_mixed, awa.storage_finalize, awa.storage_abort in
+-- fn_storage_transition.sql), each one transaction under the migration
+-- lock.
+--   steady    writes and reads: active_schema (plus storage_draining)
+--   prepared  as steady; runtimes also register target_schema
+--   mixed     writes: target_schema; reads: active_schema and
+--             target_schema; the active (old) substrate only drains
+-- epoch grows by one at every change, so a runtime sees a change by
+-- comparing one number. fence_vxids: the transactions open when mixed was
+-- entered (see storage_draining).
 CREATE TABLE IF NOT EXISTS awa.storage_transition_state (
     singleton     boolean     PRIMARY KEY DEFAULT true CHECK (singleton),
     state         text        NOT NULL DEFAULT 'steady'
-                              CHECK (state IN ('steady', 'prepared', 'mixed', 'finalizing')),
+                              CHECK (state IN ('steady', 'prepared', 'mixed')),
     active_schema text        NOT NULL DEFAULT 'awa',
     target_schema text,
+    epoch         bigint      NOT NULL DEFAULT 1,
+    mixed_since   timestamptz,
+    fence_vxids   text[],
     updated_at    timestamptz NOT NULL DEFAULT now(),
-    CHECK ((state = 'steady') = (target_schema IS NULL))
+    CHECK ((state = 'steady') = (target_schema IS NULL)),
+    CHECK (target_schema IS DISTINCT FROM active_schema),
+    CHECK ((state = 'mixed') = (mixed_since IS NOT NULL))
 );
 INSERT INTO awa.storage_transition_state DEFAULT VALUES ON CONFLICT DO NOTHING;
 
--- Which substrates each runtime reads and writes during a transition.
+-- Substrates that no longer receive writes but may still hold live work:
+-- the old substrate after finalize, the target after an abort from mixed.
+-- Workers keep claiming from them and the leader keeps maintaining them
+-- (and moves their deferred and dead-lettered jobs to the write
+-- substrate) until the leader removes the row: when the substrate holds
+-- no live job and none of fence_vxids, the transactions open when it
+-- stopped receiving writes, is still running (a REPEATABLE READ
+-- transaction that read the old routing could still write to it).
+CREATE TABLE IF NOT EXISTS awa.storage_draining (
+    schema_name text        PRIMARY KEY,
+    reason      text        NOT NULL CHECK (reason IN ('finalized', 'aborted')),
+    fence_vxids text[]      NOT NULL DEFAULT '{}',
+    since       timestamptz NOT NULL DEFAULT now()
+);
+
+-- Which substrates each runtime reads and writes: registered by the
+-- runtime itself each time it reads the routing, so finalize can refuse
+-- while a live runtime has not picked up the target.
 CREATE TABLE IF NOT EXISTS awa.runtime_storage_backends (
     instance_id uuid        NOT NULL REFERENCES awa.runtimes (instance_id) ON DELETE CASCADE,
     schema_name text        NOT NULL,

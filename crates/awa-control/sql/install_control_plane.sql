@@ -116,15 +116,7 @@ BEGIN
             PRIMARY KEY (queue, priority, shard)
         ) WITH (fillfactor = 50)$ddl$, p_schema);
 
-    -- At most one non-terminal job per unique key. Rows are removed when the
-    -- job becomes terminal, so only jobs that opt into uniqueness pay.
-    EXECUTE format($ddl$
-        CREATE TABLE IF NOT EXISTS %1$I.job_uniques (
-            unique_key text        PRIMARY KEY,
-            job_id     bigint      NOT NULL,
-            created_at timestamptz NOT NULL DEFAULT now()
-        )$ddl$, p_schema);
-    -- cancel_job releases a key by its job id (finish goes by key).
-    EXECUTE format('CREATE INDEX IF NOT EXISTS job_uniques_job_idx ON %1$I.job_uniques (job_id)', p_schema);
+    -- Unique keys and job ids are database-wide, not per substrate: see
+    -- awa.job_uniques and awa.job_id_seq in control_schema.sql.
 END
 $fn$;

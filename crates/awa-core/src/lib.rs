@@ -15,12 +15,14 @@ mod ids;
 mod job;
 mod names;
 pub mod redact;
+pub mod routing;
 pub mod sql;
 mod substrate;
 
 pub use ids::{Attempt, JobId, Priority, RunLease};
 pub use job::{AttemptToken, ClaimedJob, JobState, NewJob};
 pub use names::{QueueName, SchemaName, quote_ident};
+pub use routing::{Phase, Routing};
 pub use substrate::{SlotCounts, SubstrateShape};
 
 /// Invalid input caught before it reaches the database.

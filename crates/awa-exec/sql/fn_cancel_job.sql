@@ -20,7 +20,7 @@ BEGIN
         INSERT INTO {schema}.done_entries (slot, job_id, run_lease, queue, state, attempt, body)
         VALUES (v_t.slot, p_job_id, v_t.run_lease, v_t.queue, 'cancelled', v_t.attempt, v_t.body);
         INSERT INTO {schema}.count_deltas (slot, queue, state, delta) VALUES (v_t.slot, v_t.queue, 'cancelled', 1);
-        DELETE FROM {schema}.job_uniques WHERE job_id = p_job_id;
+        DELETE FROM awa.job_uniques WHERE job_id = p_job_id;
         RETURN 'available';
     END IF;
 
@@ -32,7 +32,7 @@ BEGIN
         VALUES (v_slot, p_job_id, v_d.run_lease, v_d.queue, 'cancelled', v_d.attempt,
                 {schema}.job_body(v_d.kind, v_d.args, v_d.priority, v_d.max_attempts, v_d.created_at, v_d.metadata));
         INSERT INTO {schema}.count_deltas (slot, queue, state, delta) VALUES (v_slot, v_d.queue, 'cancelled', 1);
-        DELETE FROM {schema}.job_uniques WHERE job_id = p_job_id;
+        DELETE FROM awa.job_uniques WHERE job_id = p_job_id;
         DELETE FROM {schema}.attempt_state WHERE job_id = p_job_id;
         RETURN v_d.reason;
     END IF;

@@ -267,7 +267,7 @@ BEGIN
     ),
     -- Key lookups through = ANY(array): index probes, no join to plan.
     unique_released AS (
-        DELETE FROM {schema}.job_uniques u
+        DELETE FROM awa.job_uniques u
          WHERE u.unique_key = ANY (ARRAY(
                    SELECT w.unique_key FROM won w
                     WHERE w.unique_key IS NOT NULL

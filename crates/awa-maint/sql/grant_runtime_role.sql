@@ -25,10 +25,20 @@
 --   cron_jobs                 SIUD  the leader's cron task (read, move last_tick);
 --                                   schedules declared at worker start (upsert,
 --                                   prune); awa cron add/remove/pause/resume
---   storage_transition_state  S     storage status
---   runtime_storage_backends  -     no runtime path touches it (the
---                                   transition commands are the owner's)
+--   storage_transition_state  S     routing (every runtime reads it; every
+--                                   enqueue checks it); storage status.
+--                                   Never written by the runtime: the
+--                                   transition functions are the migrator's
+--   storage_draining          SD    routing reads it; the leader removes a
+--                                   substrate once it has drained
+--   runtime_storage_backends  SIUD  each runtime registers the substrates it
+--                                   uses (upsert, delete what it dropped)
 --   queue_health              SIU   health publish (upsert), clear idle
+--   job_uniques               SID   enqueue claims a key; finish/cancel
+--                                   release it (database-wide: every
+--                                   substrate's functions use this table)
+--   job_id_seq (sequence)     USAGE enqueue (nextval); never setval
+--                                   (database-wide, like job_uniques)
 -- Substrate tables (in the substrate's schema):
 --   substrate_info            S     ring sizes (ring_slot_count), status
 --   ring_ledger               SI    rotate appends generation + 1 (the
@@ -41,8 +51,6 @@
 --   lane_heads                SIU   ready_append creates lanes; ready_take
 --                                   moves heads (FOR UPDATE); cancel
 --                                   (ready_tombstone locks FOR UPDATE)
---   job_uniques               SID   enqueue claims a key; finish/cancel
---                                   release it
 --   deferred_jobs             SIUD  enqueue (scheduled), finish (retry,
 --                                   snooze, release), promote (FOR UPDATE
 --                                   SKIP LOCKED needs U, then D), cancel
@@ -78,7 +86,6 @@
 --                                   parent, whose grants apply.
 --   terminal_jobs, live_jobs, jobs (views)
 --                             S     job dump/list, pending, health, stats
---   job_id_seq (sequence)     USAGE enqueue (nextval); never setval
 --   claim_batch_seq (sequence) USAGE claim (nextval); never setval
 --   ready_seq  (sequence)     USAGE, SELECT  ready_append (nextval),
 --                                   ready_take reads last_value
@@ -114,14 +121,16 @@ DECLARE
         ['control',   'maintenance_leader',       'SELECT, INSERT, UPDATE'],
         ['control',   'cron_jobs',                'SELECT, INSERT, UPDATE, DELETE'],
         ['control',   'storage_transition_state', 'SELECT'],
-        ['control',   'runtime_storage_backends', ''],
+        ['control',   'storage_draining',         'SELECT, DELETE'],
+        ['control',   'runtime_storage_backends', 'SELECT, INSERT, UPDATE, DELETE'],
         ['control',   'queue_health',             'SELECT, INSERT, UPDATE'],
+        ['control',   'job_uniques',              'SELECT, INSERT, DELETE'],
+        ['control',   'job_id_seq',               'USAGE'],
         ['substrate', 'substrate_info',           'SELECT'],
         ['substrate', 'ring_ledger',              'SELECT, INSERT'],
         ['substrate', 'ring_retirements',         'SELECT, INSERT, DELETE'],
         ['substrate', 'ring_outcomes',            'SELECT, INSERT, UPDATE'],
         ['substrate', 'lane_heads',               'SELECT, INSERT, UPDATE'],
-        ['substrate', 'job_uniques',              'SELECT, INSERT, DELETE'],
         ['substrate', 'deferred_jobs',            'SELECT, INSERT, UPDATE, DELETE'],
         ['substrate', 'attempt_state',            'SELECT, INSERT, UPDATE, DELETE'],
         ['substrate', 'parked_attempts',          'SELECT, INSERT, UPDATE, DELETE'],
@@ -140,7 +149,6 @@ DECLARE
         ['substrate', 'terminal_jobs',            'SELECT'],
         ['substrate', 'live_jobs',                'SELECT'],
         ['substrate', 'jobs',                     'SELECT'],
-        ['substrate', 'job_id_seq',               'USAGE'],
         ['substrate', 'claim_batch_seq',          'USAGE'],
         ['substrate', 'ready_seq',                'USAGE, SELECT'],
         ['slot',      'ready_entries',            'SELECT, TRUNCATE'],

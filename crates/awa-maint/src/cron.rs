@@ -50,7 +50,7 @@ pub async fn fire_due(
     schema: &SchemaName,
     now: DateTime<Utc>,
 ) -> Result<Vec<Fired>, MaintError> {
-    let ready = PgReadyPlane::new(schema.clone());
+    let ready = PgReadyPlane::routed(schema.clone());
     let schedules = {
         let mut conn = pool.acquire().await?;
         cron::list(&mut conn, true).await?
@@ -120,7 +120,7 @@ pub async fn run_now(
         serde_json::json!({"schedule": name, "manual": true}),
     )?;
     let mut tx = conn.begin().await?;
-    let done = PgReadyPlane::new(schema.clone())
+    let done = PgReadyPlane::routed(schema.clone())
         .enqueue(&mut tx, std::slice::from_ref(&job))
         .await?;
     if !cron::record_run_now(&mut tx, name, done[0].job_id.0).await? {

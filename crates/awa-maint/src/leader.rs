@@ -54,11 +54,47 @@ pub enum Role {
     Leader,
 }
 
-/// Run as a leader candidate until `shutdown` flips to true.
+/// What a leader runs.
+#[derive(Debug, Clone)]
+enum TaskSet {
+    /// These tasks, always (a leader pinned to one substrate, tests).
+    Fixed(Vec<Arc<dyn MaintTask>>),
+    /// The database-wide tasks, plus every substrate task for each
+    /// substrate the routing reads, following the routing: re-read at
+    /// every lock check (so within [`LeaderConfig::check_interval`] of a
+    /// transition step), tasks started for a substrate that joins and
+    /// stopped for one that leaves.
+    Routed(tasks::MaintSettings),
+}
+
+/// Run as a leader candidate until `shutdown` flips to true, running
+/// `tasks` while leading.
 pub async fn run(
     config: LeaderConfig,
     pool: sqlx::PgPool,
     tasks: Vec<Arc<dyn MaintTask>>,
+    shutdown: watch::Receiver<bool>,
+    role: Option<watch::Sender<Role>>,
+) -> Result<(), MaintError> {
+    run_set(config, pool, TaskSet::Fixed(tasks), shutdown, role).await
+}
+
+/// Run as a leader candidate until `shutdown` flips to true, maintaining
+/// every substrate the storage routing reads (see [`TaskSet::Routed`]).
+pub async fn run_routed(
+    config: LeaderConfig,
+    pool: sqlx::PgPool,
+    settings: tasks::MaintSettings,
+    shutdown: watch::Receiver<bool>,
+    role: Option<watch::Sender<Role>>,
+) -> Result<(), MaintError> {
+    run_set(config, pool, TaskSet::Routed(settings), shutdown, role).await
+}
+
+async fn run_set(
+    config: LeaderConfig,
+    pool: sqlx::PgPool,
+    tasks: TaskSet,
     mut shutdown: watch::Receiver<bool>,
     role: Option<watch::Sender<Role>>,
 ) -> Result<(), MaintError> {
@@ -87,7 +123,7 @@ pub async fn run(
 async fn lead_once(
     config: &LeaderConfig,
     pool: &sqlx::PgPool,
-    tasks: &[Arc<dyn MaintTask>],
+    tasks: &TaskSet,
     shutdown: &mut watch::Receiver<bool>,
     host: &str,
     role: Option<&watch::Sender<Role>>,
@@ -131,17 +167,79 @@ async fn lead_once(
     }
 
     let (stop_tx, stop_rx) = watch::channel(false);
-    let handles: Vec<_> = tasks
-        .iter()
-        .map(|t| {
-            tokio::spawn(tasks::run_loop(
-                t.clone(),
-                pool.clone(),
-                stop_rx.clone(),
-                config.pass_timeout,
-            ))
-        })
-        .collect();
+    let spawn = |t: &Arc<dyn MaintTask>, stop: watch::Receiver<bool>| {
+        tokio::spawn(tasks::run_loop(
+            t.clone(),
+            pool.clone(),
+            stop,
+            config.pass_timeout,
+        ))
+    };
+    let mut handles: Vec<tokio::task::JoinHandle<()>> = Vec::new();
+    // Routed: each substrate's tasks, keyed by (schema, written), with a
+    // stop channel of their own.
+    let mut per_substrate: Vec<SubstrateTasks> = Vec::new();
+    match tasks {
+        TaskSet::Fixed(list) => {
+            handles.extend(list.iter().map(|t| spawn(t, stop_rx.clone())));
+        }
+        TaskSet::Routed(settings) => {
+            handles.extend(
+                tasks::database_tasks(settings)
+                    .iter()
+                    .map(|t| spawn(t, stop_rx.clone())),
+            );
+        }
+    }
+    let instance = config.instance_id.to_string();
+    let follow = |per_substrate: &mut Vec<SubstrateTasks>, routing: &awa_core::Routing| {
+        let TaskSet::Routed(settings) = tasks else {
+            return;
+        };
+        let wanted: Vec<(awa_core::SchemaName, bool)> = routing
+            .reads()
+            .into_iter()
+            .map(|s| {
+                let written = &s == routing.write();
+                (s, written)
+            })
+            .collect();
+        per_substrate.retain(|p| {
+            let keep = wanted.contains(&(p.schema.clone(), p.written));
+            if !keep {
+                tracing::info!(schema = %p.schema, "maintenance of substrate stopped");
+                let _ = p.stop.send(true);
+                for h in &p.handles {
+                    h.abort();
+                }
+            }
+            keep
+        });
+        for (schema, written) in wanted {
+            if per_substrate
+                .iter()
+                .any(|p| p.schema == schema && p.written == written)
+            {
+                continue;
+            }
+            tracing::info!(schema = %schema, written, "maintaining substrate");
+            let (stop, rx) = watch::channel(false);
+            let handles = tasks::substrate_tasks(&schema, settings, &instance, written)
+                .iter()
+                .map(|t| spawn(t, rx.clone()))
+                .collect();
+            per_substrate.push(SubstrateTasks {
+                schema,
+                written,
+                stop,
+                handles,
+            });
+        }
+    };
+    if matches!(tasks, TaskSet::Routed(_)) {
+        let routing = read_routing(pool).await?;
+        follow(&mut per_substrate, &routing);
+    }
 
     let result = loop {
         tokio::select! {
@@ -171,10 +269,22 @@ async fn lead_once(
                 ));
             }
         }
+        if matches!(tasks, TaskSet::Routed(_)) {
+            match tokio::time::timeout(config.check_interval, read_routing(pool)).await {
+                Ok(Ok(routing)) => follow(&mut per_substrate, &routing),
+                Ok(Err(err)) => tracing::warn!(error = %err,
+                    "could not read the storage routing; keeping the substrates maintained now"),
+                Err(_) => tracing::warn!("reading the storage routing timed out"),
+            }
+        }
     };
     // Stop every task first: abort, so no pass in progress writes after we
     // stopped leading.
     let _ = stop_tx.send(true);
+    for p in &per_substrate {
+        let _ = p.stop.send(true);
+    }
+    handles.extend(per_substrate.into_iter().flat_map(|p| p.handles));
     for h in &handles {
         h.abort();
     }
@@ -184,4 +294,17 @@ async fn lead_once(
     tracing::info!("stopped leading maintenance");
     let _ = conn.close().await;
     result
+}
+
+/// The tasks of one substrate while leading (routed).
+struct SubstrateTasks {
+    schema: awa_core::SchemaName,
+    written: bool,
+    stop: watch::Sender<bool>,
+    handles: Vec<tokio::task::JoinHandle<()>>,
+}
+
+async fn read_routing(pool: &sqlx::PgPool) -> Result<awa_core::Routing, MaintError> {
+    let mut conn = pool.acquire().await?;
+    Ok(awa_control::routing::read(&mut conn).await?)
 }

@@ -44,6 +44,7 @@ impl Migration {
 fn v1() -> Migration {
     let parts = [
         awa_control::CONTROL_SCHEMA_SQL,
+        awa_control::TRANSITION_SQL,
         awa_control::INSTALL_SQL,
         awa_ready::INSTALL_SQL,
         awa_deferred::INSTALL_SQL,

@@ -320,8 +320,11 @@ const CONTROL: &[(&str, &str)] = &[
     ("maintenance_leader", "SIU"),
     ("cron_jobs", "SIUD"),
     ("storage_transition_state", "S"),
-    ("runtime_storage_backends", ""),
+    ("storage_draining", "SD"),
+    ("runtime_storage_backends", "SIUD"),
     ("queue_health", "SIU"),
+    ("job_uniques", "SID"),
+    ("job_id_seq", "G"),
 ];
 const SUBSTRATE: &[(&str, &str)] = &[
     ("substrate_info", "S"),
@@ -329,7 +332,6 @@ const SUBSTRATE: &[(&str, &str)] = &[
     ("ring_retirements", "SID"),
     ("ring_outcomes", "SIU"),
     ("lane_heads", "SIU"),
-    ("job_uniques", "SID"),
     ("deferred_jobs", "SIUD"),
     ("attempt_state", "SIUD"),
     ("parked_attempts", "SIUD"),
@@ -348,7 +350,6 @@ const SUBSTRATE: &[(&str, &str)] = &[
     ("terminal_jobs", "S"),
     ("live_jobs", "S"),
     ("jobs", "S"),
-    ("job_id_seq", "G"),
     ("claim_batch_seq", "G"),
     ("ready_seq", "GS"),
 ];

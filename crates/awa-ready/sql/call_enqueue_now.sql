@@ -7,7 +7,8 @@
 -- Parameters, parallel arrays, one element per job, in input order:
 --   $1 queues text[], $2 kinds text[], $3 args jsonb[],
 --   $4 priorities smallint[], $5 max_attempts integer[] (NULL: the
---   queue's default from awa.queue_meta, else 25), $6 metadata jsonb[].
+--   queue's default from awa.queue_meta, else 25), $6 metadata jsonb[];
+--   and $7 routed boolean (see `fence`).
 -- Returns (job_id, inserted = true, scheduled = false) per job, in input
 -- order; job ids ascend in input order, lane positions follow it.
 --
@@ -60,7 +61,17 @@ WITH fence AS MATERIALIZED (
               FROM {schema}.ring_ledger l
              WHERE l.ring = 'queue'
              ORDER BY l.generation DESC
-             LIMIT 1) AS slot
+             LIMIT 1) AS slot,
+           -- Routing, when $7::boolean (routed) is true: false when this
+           -- substrate does not receive writes now (see
+           -- fn_enqueue_routed.sql). Then nothing is written and no row
+           -- comes back; the caller goes through {schema}.enqueue, which
+           -- forwards to the substrate that does. Pinned ($7 false):
+           -- always this substrate.
+           (SELECT NOT $7::boolean OR to_regnamespace(CASE WHEN t.state = 'mixed' THEN t.target_schema
+                                        ELSE t.active_schema END)
+                   = to_regnamespace('{schema}')
+              FROM awa.storage_transition_state t) AS routed
       -- A singleton table; LIMIT 1 says so to the planner, which would
       -- otherwise guess about a thousand rows (it is never analyzed) and,
       -- multiplied by the batch, a cost high enough to JIT-compile the
@@ -71,11 +82,12 @@ input AS MATERIALIZED (
     SELECT i.ord, i.job_id, i.queue, i.kind, i.args, i.priority, i.metadata,
            coalesce(i.max_attempts, m.max_attempts, 25) AS max_attempts,
            (i.job_id % coalesce(m.shard_count, 1))::smallint AS shard
-      FROM (SELECT u.*, nextval('{schema}.job_id_seq') AS job_id
+      FROM (SELECT u.*, nextval('awa.job_id_seq') AS job_id
               FROM unnest($1::text[], $2::text[], $3::jsonb[], $4::smallint[], $5::integer[], $6::jsonb[])
                    WITH ORDINALITY AS u(queue, kind, args, priority, max_attempts, metadata, ord)
              ORDER BY u.ord) i
       LEFT JOIN awa.queue_meta m ON m.queue = i.queue
+     WHERE (SELECT f.routed FROM fence f)
 ),
 -- Lanes are created on first use (ready_append's rule: ON CONFLICT DO
 -- NOTHING, the one moment producers of a lane wait for each other).

@@ -6,7 +6,7 @@
 -- {schema}.enqueue instead, so uniqueness and scheduling are those of
 -- enqueue exactly.
 --
--- No parameters. Input: pg_temp.awa_enqueue_staging (ord = input order,
+-- One parameter: $1 routed boolean (see `fence`). Input: pg_temp.awa_enqueue_staging (ord = input order,
 -- queue, kind, args, priority, max_attempts NULL = the queue's default from
 -- awa.queue_meta else 25, metadata). Returns (job_id, inserted = true,
 -- scheduled = false) per staged row, in ord order; job ids ascend in that
@@ -51,7 +51,17 @@ fence AS MATERIALIZED (
               FROM {schema}.ring_ledger l
              WHERE l.ring = 'queue'
              ORDER BY l.generation DESC
-             LIMIT 1) AS slot
+             LIMIT 1) AS slot,
+           -- Routing, when $1::boolean (routed) is true: false when this
+           -- substrate does not receive writes now (see
+           -- fn_enqueue_routed.sql). Then nothing is written and no row
+           -- comes back; the caller goes through {schema}.enqueue, which
+           -- forwards to the substrate that does. Pinned ($1 false):
+           -- always this substrate.
+           (SELECT NOT $1::boolean OR to_regnamespace(CASE WHEN t.state = 'mixed' THEN t.target_schema
+                                        ELSE t.active_schema END)
+                   = to_regnamespace('{schema}')
+              FROM awa.storage_transition_state t) AS routed
       -- A singleton table; LIMIT 1 says so to the planner, which would
       -- otherwise guess about a thousand rows (it is never analyzed) and,
       -- multiplied by the batch, a cost high enough to JIT-compile the
@@ -62,10 +72,11 @@ input AS MATERIALIZED (
     SELECT i.ord, i.job_id, i.queue, i.kind, i.args, i.priority, i.metadata,
            coalesce(i.max_attempts, m.max_attempts, 25) AS max_attempts,
            (i.job_id % coalesce(m.shard_count, 1))::smallint AS shard
-      FROM (SELECT u.*, nextval('{schema}.job_id_seq') AS job_id
+      FROM (SELECT u.*, nextval('awa.job_id_seq') AS job_id
               FROM staged u
              ORDER BY u.ord) i
       LEFT JOIN awa.queue_meta m ON m.queue = i.queue
+     WHERE (SELECT f.routed FROM fence f)
 ),
 -- Lanes are created on first use (ready_append's rule: ON CONFLICT DO
 -- NOTHING, the one moment producers of a lane wait for each other).

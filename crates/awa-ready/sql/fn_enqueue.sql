@@ -1,4 +1,4 @@
--- {schema}.enqueue(...): the producer's entry point, inside the caller's
+-- {schema}.enqueue_local(...): the producer's work, inside the caller's
 -- transaction (commit makes the jobs visible, rollback leaves no trace).
 -- Parallel arrays, one element per job; many jobs per call.
 --
@@ -21,8 +21,13 @@
 --   program_limit_exceeded) before anything is written: workers hold a
 --   claimed job in memory, and every producer path comes through here.
 --
+-- * substrate: exactly this one, whatever the routing says. The routed
+--   entry point is {schema}.enqueue (fn_enqueue_routed.sql), which calls
+--   this on the substrate that receives writes; PgReadyPlane pinned to a
+--   schema calls this directly.
+--
 -- Returns one row per input element, in input order.
-CREATE OR REPLACE FUNCTION {schema}.enqueue(
+CREATE OR REPLACE FUNCTION {schema}.enqueue_local(
     p_queues       text[],
     p_kinds        text[],
     p_args         jsonb[],
@@ -79,7 +84,7 @@ BEGIN
     -- ready_append's ordering rule: xid before any lane position.
     PERFORM pg_current_xact_id();
 
-    v_ids := ARRAY(SELECT nextval('{schema}.job_id_seq') FROM generate_series(1, v_n));
+    v_ids := ARRAY(SELECT nextval('awa.job_id_seq') FROM generate_series(1, v_n));
     v_max := ARRAY(SELECT coalesce(i.max_attempts, m.max_attempts, 25)
                      FROM unnest(p_queues, p_max_attempts) WITH ORDINALITY AS i(queue, max_attempts, ord)
                      LEFT JOIN awa.queue_meta m ON m.queue = i.queue

@@ -60,7 +60,7 @@ BEGIN
 
         -- 1. Take each unsettled key for its first unsettled element.
         WITH taken AS (
-            INSERT INTO {schema}.job_uniques AS u (unique_key, job_id)
+            INSERT INTO awa.job_uniques AS u (unique_key, job_id)
             SELECT DISTINCT ON (k.key) k.key, k.id
               FROM unnest(p_keys, p_job_ids, v_owners) WITH ORDINALITY AS k(key, id, owner, ord)
              WHERE k.key IS NOT NULL AND k.owner IS NULL
@@ -80,7 +80,7 @@ BEGIN
             SELECT CASE
                        WHEN k.owner IS NOT NULL THEN k.owner
                        WHEN k.id = ANY (v_taken) THEN k.id
-                       ELSE (SELECT u.job_id FROM {schema}.job_uniques u
+                       ELSE (SELECT u.job_id FROM awa.job_uniques u
                               WHERE u.unique_key = k.key
                               ORDER BY age(u.xmin)
                               LIMIT 1)

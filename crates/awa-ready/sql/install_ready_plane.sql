@@ -9,7 +9,8 @@ RETURNS void LANGUAGE plpgsql SECURITY INVOKER AS $fn$
 DECLARE
     i integer;
 BEGIN
-    EXECUTE format('CREATE SEQUENCE IF NOT EXISTS %1$I.job_id_seq AS bigint', p_schema);
+    -- Job ids come from awa.job_id_seq, shared by every substrate
+    -- (control_schema.sql).
     -- Lane positions. CACHE 1 is load-bearing: the claim frontier reads
     -- last_value as an upper bound of every position handed out so far,
     -- which per-session caches would break.

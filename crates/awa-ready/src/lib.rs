@@ -34,7 +34,8 @@ pub const FUNCTIONS: &[(&str, &str)] = &[
         "enqueue_oversized",
         include_str!("../sql/fn_enqueue_oversized.sql"),
     ),
-    ("enqueue", include_str!("../sql/fn_enqueue.sql")),
+    ("enqueue_local", include_str!("../sql/fn_enqueue.sql")),
+    ("enqueue", include_str!("../sql/fn_enqueue_routed.sql")),
     (
         "ready_slot_live",
         include_str!("../sql/fn_ready_slot_live.sql"),

@@ -53,18 +53,43 @@ pub trait ReadyPlane: Send + Sync + std::fmt::Debug {
 }
 
 /// The PostgreSQL ready plane of one substrate.
+///
+/// Pinned ([`PgReadyPlane::new`]): jobs go to exactly that substrate.
+/// Routed ([`PgReadyPlane::routed`]): they go where the storage-transition
+/// state says new work goes now, decided in SQL by the same statement
+/// (`{schema}.enqueue` forwards); the schema given is only where the
+/// caller expects that to be, which saves the forwarding when it is right.
 #[derive(Debug, Clone)]
 pub struct PgReadyPlane {
     schema: SchemaName,
+    routed: bool,
     max_job_bytes: usize,
 }
 
 impl PgReadyPlane {
+    /// Pinned to `schema`, whatever the routing: for tests, tools, and a
+    /// substrate used on its own.
     pub fn new(schema: SchemaName) -> Self {
         Self {
             schema,
+            routed: false,
             max_job_bytes: NewJob::DEFAULT_MAX_BYTES,
         }
+    }
+
+    /// Routed by the storage-transition state; `expected_write` is the
+    /// write substrate as the caller last read it (see
+    /// `awa_control::routing`), used first.
+    pub fn routed(expected_write: SchemaName) -> Self {
+        Self {
+            routed: true,
+            ..Self::new(expected_write)
+        }
+    }
+
+    /// Whether this plane follows the routing.
+    pub fn is_routed(&self) -> bool {
+        self.routed
     }
 
     /// The size limit checked before anything is sent (args plus metadata
@@ -107,35 +132,43 @@ impl ReadyPlane for PgReadyPlane {
                 include_str!("../sql/call_enqueue_now.sql"),
                 &self.schema,
             ))
-            .bind(queues)
-            .bind(kinds)
-            .bind(args)
-            .bind(priorities)
-            .bind(max_attempts)
-            .bind(metadata)
-            .fetch_all(conn)
+            .bind(&queues)
+            .bind(&kinds)
+            .bind(&args)
+            .bind(&priorities)
+            .bind(&max_attempts)
+            .bind(&metadata)
+            .bind(self.routed)
+            .fetch_all(&mut *conn)
             .await
             .map_err(ReadyError::from_database)?;
-            return Ok(rows.into_iter().map(enqueued).collect());
+            // No rows: this substrate does not receive writes now (a
+            // storage transition moved them) and nothing was written; the
+            // general path below forwards to the one that does.
+            if !rows.is_empty() {
+                return Ok(rows.into_iter().map(enqueued).collect());
+            }
         }
         let run_at: Vec<Option<chrono::DateTime<chrono::Utc>>> =
             jobs.iter().map(|j| j.run_at).collect();
         let unique_keys: Vec<Option<&str>> = jobs.iter().map(|j| j.unique_key.as_deref()).collect();
-        let rows = sqlx::query(statement(
-            include_str!("../sql/call_enqueue.sql"),
-            &self.schema,
-        ))
-        .bind(queues)
-        .bind(kinds)
-        .bind(args)
-        .bind(priorities)
-        .bind(run_at)
-        .bind(max_attempts)
-        .bind(unique_keys)
-        .bind(metadata)
-        .fetch_all(conn)
-        .await
-        .map_err(ReadyError::from_database)?;
+        let general = if self.routed {
+            include_str!("../sql/call_enqueue.sql")
+        } else {
+            include_str!("../sql/call_enqueue_local.sql")
+        };
+        let rows = sqlx::query(statement(general, &self.schema))
+            .bind(queues)
+            .bind(kinds)
+            .bind(args)
+            .bind(priorities)
+            .bind(run_at)
+            .bind(max_attempts)
+            .bind(unique_keys)
+            .bind(metadata)
+            .fetch_all(conn)
+            .await
+            .map_err(ReadyError::from_database)?;
         Ok(rows.into_iter().map(enqueued).collect())
     }
 }
@@ -249,10 +282,18 @@ impl PgReadyPlane {
             include_str!("../sql/call_enqueue_staged.sql"),
             &self.schema,
         ))
+        .bind(self.routed)
         .fetch_all(&mut *tx)
         .await
         .map_err(ReadyError::from_database)?;
+        // No rows: not the write substrate now (see `enqueue`); the staged
+        // rows are consumed either way, and the general path forwards.
+        let out = if rows.is_empty() {
+            self.enqueue(&mut tx, jobs).await?
+        } else {
+            rows.into_iter().map(enqueued).collect()
+        };
         tx.commit().await.map_err(ReadyError::from_database)?;
-        Ok(rows.into_iter().map(enqueued).collect())
+        Ok(out)
     }
 }

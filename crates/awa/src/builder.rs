@@ -27,7 +27,8 @@ type Hook = Arc<dyn Fn(&JobEvent) + Send + Sync>;
 /// example `awa maint run`) runs it.
 pub struct ClientBuilder {
     pool: PgPool,
-    schema: SchemaName,
+    /// Pinned to one substrate; None follows the storage routing.
+    schema: Option<SchemaName>,
     queues: Vec<(String, usize)>,
     handlers: HashMap<String, Arc<dyn Handler>>,
     default_handler: Option<Arc<dyn Handler>>,
@@ -60,7 +61,7 @@ impl ClientBuilder {
     pub(crate) fn new(pool: PgPool) -> Self {
         Self {
             pool,
-            schema: SchemaName::default_schema(),
+            schema: None,
             queues: Vec::new(),
             handlers: HashMap::new(),
             default_handler: None,
@@ -90,9 +91,14 @@ impl ClientBuilder {
         self
     }
 
-    /// The substrate to work on (default `awa`).
+    /// Pin the worker, its maintenance and its inserts to one substrate,
+    /// whatever the storage routing says (for tests and for a substrate
+    /// used on its own). By default a client follows the routing: it
+    /// claims from every substrate the routing reads and picks up a
+    /// transition step within `awa_control::routing::REFRESH`, without a
+    /// restart.
     pub fn schema(mut self, schema: SchemaName) -> Self {
-        self.schema = schema;
+        self.schema = Some(schema);
         self
     }
 
@@ -260,7 +266,10 @@ impl ClientBuilder {
         for (name, concurrency) in &self.queues {
             queues.push((QueueName::new(name.clone())?, *concurrency));
         }
-        let mut config = WorkerConfig::new(self.schema.clone(), queues);
+        let mut config = WorkerConfig::new(
+            self.schema.clone().unwrap_or_else(SchemaName::default_schema),
+            queues,
+        );
         if let Some(b) = self.claim_batch {
             config.claim_batch = b;
         }
@@ -307,7 +316,12 @@ impl ClientBuilder {
             return Err(Error::Worker(err.to_string()));
         }
         let queue = QueueName::new(queue)?;
-        let (worker, _) = self.worker_for_one(&queue)?;
+        let (mut worker, _) = self.worker_for_one(&queue)?;
+        if self.schema.is_none() {
+            let mut conn = self.pool.acquire().await?;
+            let routing = awa_control::routing::read(&mut conn).await?;
+            worker.follow_routing(watch::channel(routing).1);
+        }
         Ok(worker.work_one(&queue).await?)
     }
 
@@ -355,12 +369,15 @@ impl ClientBuilder {
         if self.queues.is_empty() {
             return Err(Error::NoQueues);
         }
-        let (worker, config) = self.worker()?;
+        let (mut worker, config) = self.worker()?;
         config.validate()?;
         if let Some(settings) = &self.maintenance {
             settings.validate()?;
         }
-        let client = Client::with_schema(self.pool.clone(), self.schema.clone());
+        let client = match &self.schema {
+            Some(schema) => Client::with_schema(self.pool.clone(), schema.clone()),
+            None => Client::new(self.pool.clone()),
+        };
         client.check_schema().await?;
         if !self.schedules.is_empty() || self.prune_schedules {
             let mut conn = self.pool.acquire().await?;
@@ -381,19 +398,35 @@ impl ClientBuilder {
             },
         )
         .await?;
+        if self.schema.is_none() {
+            // Registers this runtime's substrates too, so finalize can see
+            // it has picked up a target.
+            worker.follow_routing(awa_control::routing::follow(&self.pool, Some(instance)).await?);
+        }
 
         let (stop_maint, maint_rx) = watch::channel(false);
         let maintenance = self.maintenance.as_ref().map(|settings| {
             let mut leader = awa_maint::leader::LeaderConfig::new();
             leader.instance_id = instance;
-            let tasks = awa_maint::tasks::standard(&self.schema, settings, &instance.to_string());
-            tokio::spawn(awa_maint::leader::run(
-                leader,
-                self.pool.clone(),
-                tasks,
-                maint_rx,
-                None,
-            ))
+            match &self.schema {
+                Some(schema) => {
+                    let tasks = awa_maint::tasks::standard(schema, settings, &instance.to_string());
+                    tokio::spawn(awa_maint::leader::run(
+                        leader,
+                        self.pool.clone(),
+                        tasks,
+                        maint_rx,
+                        None,
+                    ))
+                }
+                None => tokio::spawn(awa_maint::leader::run_routed(
+                    leader,
+                    self.pool.clone(),
+                    settings.clone(),
+                    maint_rx,
+                    None,
+                )),
+            }
         });
 
         let stats = worker.stats();

@@ -30,34 +30,63 @@ impl From<awa_ready::Enqueued> for Inserted {
     }
 }
 
-/// A handle on one Awa substrate: inserts jobs, and, when built with
+/// A handle on an Awa database: inserts jobs, and, when built with
 /// [`Client::builder`] and started, runs workers and a maintenance-leader
 /// candidate until [`Client::shutdown`].
+///
+/// By default a client follows the storage routing (which substrate
+/// receives new work, and which ones workers read, as the transition
+/// state in the database says: see `awa_control::routing`); one made with
+/// [`Client::with_schema`] is pinned to one substrate.
 ///
 /// Cloning is cheap; clones share the pool and the running workers.
 #[derive(Debug, Clone)]
 pub struct Client {
     pub(crate) pool: PgPool,
-    pub(crate) schema: SchemaName,
-    pub(crate) ready: PgReadyPlane,
+    pub(crate) target: Target,
     pub(crate) runtime: Option<Arc<crate::builder::Runtime>>,
+}
+
+/// Where a client's work goes.
+#[derive(Debug, Clone)]
+pub(crate) enum Target {
+    Pinned(SchemaName),
+    /// The routing as last read, and when: re-read when older than
+    /// `awa_control::routing::REFRESH`. Only a hint for producers (SQL
+    /// routes every insert again); for reads (`job`, `cancel`) it says
+    /// which substrates to look in.
+    Routed(Arc<std::sync::Mutex<(awa_core::Routing, Option<std::time::Instant>)>>),
+}
+
+impl Target {
+    pub(crate) fn routed() -> Self {
+        Self::Routed(Arc::new(std::sync::Mutex::new((
+            awa_core::Routing::default(),
+            None,
+        ))))
+    }
 }
 
 /// How long connecting may take before [`Client::connect`] gives up.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
 impl Client {
-    /// A producer-only client on `pool`, for the default substrate `awa`.
+    /// A producer-only client on `pool`, following the storage routing.
     pub fn new(pool: PgPool) -> Self {
-        Self::with_schema(pool, SchemaName::default_schema())
+        Self {
+            pool,
+            target: Target::routed(),
+            runtime: None,
+        }
     }
 
-    /// A producer-only client for substrate `schema`.
+    /// A producer-only client pinned to substrate `schema`, whatever the
+    /// routing says: for tests and for a substrate used on its own. Jobs
+    /// inserted here run only on workers that serve `schema`.
     pub fn with_schema(pool: PgPool, schema: SchemaName) -> Self {
         Self {
-            ready: PgReadyPlane::new(schema.clone()),
             pool,
-            schema,
+            target: Target::Pinned(schema),
             runtime: None,
         }
     }
@@ -81,8 +110,48 @@ impl Client {
         &self.pool
     }
 
-    pub fn schema(&self) -> &SchemaName {
-        &self.schema
+    /// The substrate new work goes to: the pinned one, or the write
+    /// substrate of the routing as last read.
+    pub fn schema(&self) -> SchemaName {
+        match &self.target {
+            Target::Pinned(schema) => schema.clone(),
+            Target::Routed(hint) => hint.lock().expect("routing hint").0.write().clone(),
+        }
+    }
+
+    /// The routing this client works by: pinned, or read from the
+    /// database when the last read is older than
+    /// `awa_control::routing::REFRESH` (on `conn`, so inside the caller's
+    /// transaction when it is one).
+    pub(crate) async fn routing(
+        &self,
+        conn: &mut sqlx::PgConnection,
+    ) -> Result<awa_core::Routing, Error> {
+        let hint = match &self.target {
+            Target::Pinned(schema) => return Ok(awa_core::Routing::fixed(schema.clone())),
+            Target::Routed(hint) => hint,
+        };
+        {
+            let cached = hint.lock().expect("routing hint");
+            if cached
+                .1
+                .is_some_and(|at| at.elapsed() < awa_control::routing::REFRESH)
+            {
+                return Ok(cached.0.clone());
+            }
+        }
+        let routing = awa_control::routing::read(conn).await?;
+        *hint.lock().expect("routing hint") = (routing.clone(), Some(std::time::Instant::now()));
+        Ok(routing)
+    }
+
+    /// The producer for this insert: pinned, or routed starting from the
+    /// write substrate as last read.
+    async fn producer(&self, conn: &mut sqlx::PgConnection) -> Result<PgReadyPlane, Error> {
+        Ok(match &self.target {
+            Target::Pinned(schema) => PgReadyPlane::new(schema.clone()),
+            Target::Routed(_) => PgReadyPlane::routed(self.routing(conn).await?.write().clone()),
+        })
     }
 
     /// Fail with a clear message when the database is not migrated (run
@@ -149,7 +218,11 @@ impl Client {
     {
         let new = typed_batch(jobs)?;
         let mut conn = conn.acquire().await?;
-        let done = self.ready.enqueue_copy(&mut conn, &new).await?;
+        let done = self
+            .producer(&mut conn)
+            .await?
+            .enqueue_copy(&mut conn, &new)
+            .await?;
         Ok(done.into_iter().map(Inserted::from).collect())
     }
 
@@ -159,7 +232,7 @@ impl Client {
         A: Acquire<'c, Database = Postgres>,
     {
         let mut conn = conn.acquire().await?;
-        let done = self.ready.enqueue(&mut conn, jobs).await?;
+        let done = self.producer(&mut conn).await?.enqueue(&mut conn, jobs).await?;
         Ok(done.into_iter().map(Inserted::from).collect())
     }
 
@@ -167,9 +240,16 @@ impl Client {
     pub async fn job(&self, id: JobId) -> Result<Option<awa_history::JobView>, Error> {
         use awa_history::HistoryPlane;
         let mut conn = self.pool.acquire().await?;
-        Ok(awa_history::PgHistoryPlane::new(self.schema.clone())
-            .job(&mut conn, id)
-            .await?)
+        // Ids are database-wide: the first substrate that knows it.
+        for schema in self.routing(&mut conn).await?.reads() {
+            if let Some(job) = awa_history::PgHistoryPlane::new(schema)
+                .job(&mut conn, id)
+                .await?
+            {
+                return Ok(Some(job));
+            }
+        }
+        Ok(None)
     }
 
     /// Cancel a job wherever it is (waiting, scheduled or running: a
@@ -179,9 +259,15 @@ impl Client {
     pub async fn cancel(&self, id: JobId) -> Result<Option<String>, Error> {
         use awa_exec::ExecPlane;
         let mut conn = self.pool.acquire().await?;
-        Ok(awa_exec::PgExecPlane::new(self.schema.clone())
-            .cancel_job(&mut conn, id)
-            .await?)
+        for schema in self.routing(&mut conn).await?.reads() {
+            if let Some(from) = awa_exec::PgExecPlane::new(schema)
+                .cancel_job(&mut conn, id)
+                .await?
+            {
+                return Ok(Some(from));
+            }
+        }
+        Ok(None)
     }
 
     /// Stop the workers started by [`crate::ClientBuilder::start`]: no new

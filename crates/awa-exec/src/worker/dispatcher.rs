@@ -422,7 +422,7 @@ fn record_duration(avg: &AtomicU64, took: Duration) {
 /// an optimisation: if the listener is down, polling still finds the work.
 pub(crate) async fn listen(
     pool: sqlx::PgPool,
-    wakers: HashMap<String, Arc<Notify>>,
+    wakers: super::engine::Wakers,
     mut stop: watch::Receiver<bool>,
 ) {
     loop {
@@ -445,8 +445,10 @@ pub(crate) async fn listen(
             tokio::select! {
                 msg = listener.recv() => match msg {
                     Ok(n) => {
-                        if let Some(w) = wakers.get(n.payload()) {
-                            w.notify_one();
+                        if let Some(ws) = wakers.lock().expect("wakers lock").get(n.payload()) {
+                            for w in ws {
+                                w.notify_one();
+                            }
                         }
                     }
                     Err(err) => {

@@ -12,17 +12,18 @@
 
 mod completer;
 mod dispatcher;
+mod engine;
 mod handler;
 
 pub use handler::{Handler, HandlerResult, JobContext, JobError, Outcome};
 
 use crate::{ExecError, ExecPlane, Finish, Finished, Frontier, PgExecPlane};
-use awa_core::{AttemptToken, JobId, JobState, QueueName, RunLease, SchemaName};
+use awa_core::{AttemptToken, JobId, JobState, QueueName, Routing, RunLease, SchemaName};
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
-use tokio::sync::{Notify, mpsc, watch};
+use tokio::sync::{mpsc, watch};
 
 /// How a worker runs.
 #[derive(Debug, Clone)]
@@ -222,6 +223,7 @@ pub struct Worker {
     handlers: HashMap<String, Arc<dyn Handler>>,
     hooks: Vec<EventHook>,
     stats: Arc<Stats>,
+    routing: Option<watch::Receiver<Routing>>,
 }
 
 impl std::fmt::Debug for Worker {
@@ -258,7 +260,18 @@ impl Worker {
             handlers: HashMap::new(),
             hooks: Vec::new(),
             stats: Arc::new(Stats::default()),
+            routing: None,
         }
+    }
+
+    /// Claim from the substrates `routing` reads, following its changes
+    /// (see `awa_control::routing::follow`): an engine starts for each
+    /// substrate that joins the reads and retires, once its running jobs
+    /// are finished, for each that leaves. Without this the worker serves
+    /// [`WorkerConfig::schema`] alone.
+    pub fn follow_routing(&mut self, routing: watch::Receiver<Routing>) -> &mut Self {
+        self.routing = Some(routing);
+        self
     }
 
     /// Run `handler` for jobs of `kind`. A claimed job of a kind with no
@@ -288,7 +301,24 @@ impl Worker {
     /// for tests of handlers against a real database. None when nothing of
     /// `queue` is runnable now. Lifecycle hooks are not called.
     pub async fn work_one(&self, queue: &QueueName) -> Result<Option<Worked>, ExecError> {
-        let plane = Arc::new(PgExecPlane::new(self.config.schema.clone()));
+        let reads = match &self.routing {
+            Some(r) => r.borrow().reads(),
+            None => vec![self.config.schema.clone()],
+        };
+        for schema in reads {
+            if let Some(worked) = self.work_one_in(&schema, queue).await? {
+                return Ok(Some(worked));
+            }
+        }
+        Ok(None)
+    }
+
+    async fn work_one_in(
+        &self,
+        schema: &SchemaName,
+        queue: &QueueName,
+    ) -> Result<Option<Worked>, ExecError> {
+        let plane = Arc::new(PgExecPlane::new(schema.clone()));
         let mut frontier = Frontier::default();
         // A claim may see work before the claim frontier has settled past
         // it (a producer that just committed): look again briefly.
@@ -372,11 +402,11 @@ impl Worker {
         shutdown: impl std::future::Future<Output = Duration> + Send,
     ) -> Result<StatsSnapshot, ExecError> {
         self.config.validate()?;
-        let plane = Arc::new(PgExecPlane::new(self.config.schema.clone()));
-        let handlers = Arc::new(self.handlers);
+        let mut routing = self
+            .routing
+            .take()
+            .unwrap_or_else(|| watch::channel(Routing::fixed(self.config.schema.clone())).1);
         let (stop_tx, stop_rx) = watch::channel(false);
-        let (done_tx, done_rx) = mpsc::unbounded_channel::<Done>();
-        let in_flight: InFlight = Default::default();
         let events = !self.hooks.is_empty();
         let (event_tx, hook_task) = if events {
             let (tx, rx) = mpsc::unbounded_channel();
@@ -384,54 +414,88 @@ impl Worker {
         } else {
             (None, None)
         };
-
-        let completer = tokio::spawn(completer::run(
-            self.pool.clone(),
-            plane.clone(),
-            done_rx,
-            self.stats.clone(),
-            event_tx,
-        ));
-
-        let mut wakers: HashMap<String, Arc<Notify>> = HashMap::new();
-        let mut dispatchers = Vec::new();
-        let mut semaphores = Vec::new();
-        for (queue, concurrency) in &self.config.queues {
-            let notify = Arc::new(Notify::new());
-            wakers.insert(queue.as_str().to_string(), notify.clone());
-            let semaphore = Arc::new(tokio::sync::Semaphore::new(*concurrency));
-            semaphores.push((semaphore.clone(), *concurrency));
-            dispatchers.push(tokio::spawn(dispatcher::run(dispatcher::Dispatcher {
-                pool: self.pool.clone(),
-                plane: plane.clone(),
-                queue: queue.clone(),
-                semaphore,
-                concurrency: *concurrency,
-                batch: self.config.claim_batch,
-                poll_interval: self.config.poll_interval,
-                instance_id: self.config.instance_id,
-                handlers: handlers.clone(),
-                wake: notify,
-                stop: stop_rx.clone(),
-                done: done_tx.clone(),
-                events,
-                in_flight: in_flight.clone(),
-                stats: self.stats.clone(),
-            })));
-        }
+        let shared = engine::Shared {
+            pool: self.pool.clone(),
+            config: self.config.clone(),
+            handlers: Arc::new(self.handlers),
+            semaphores: self
+                .config
+                .queues
+                .iter()
+                .map(|(_, c)| (Arc::new(tokio::sync::Semaphore::new(*c)), *c))
+                .collect(),
+            stats: self.stats.clone(),
+            events: event_tx,
+            wakers: Default::default(),
+        };
         let listener = tokio::spawn(dispatcher::listen(
             self.pool.clone(),
-            wakers,
+            shared.wakers.clone(),
             stop_rx.clone(),
         ));
-        let heartbeats = tokio::spawn(heartbeat_long_jobs(
-            self.pool.clone(),
-            plane.clone(),
-            in_flight.clone(),
-            self.config.heartbeat_interval,
-        ));
 
-        let grace = shutdown.await;
+        // One engine per substrate the routing reads; retired engines stay
+        // until their last attempt is finished.
+        let mut engines: Vec<engine::Engine> = Vec::new();
+        let mut retired: Vec<engine::Engine> = Vec::new();
+        let reconcile = |engines: &mut Vec<engine::Engine>,
+                         retired: &mut Vec<engine::Engine>,
+                         routing: &Routing| {
+            let reads = routing.reads();
+            let mut i = 0;
+            while i < engines.len() {
+                if reads.contains(&engines[i].schema) {
+                    i += 1;
+                } else {
+                    let e = engines.swap_remove(i);
+                    tracing::info!(schema = %e.schema, "substrate left the routing; no new claims from it");
+                    e.stop_claiming(&shared.wakers);
+                    retired.push(e);
+                }
+            }
+            for schema in reads {
+                if !engines.iter().any(|e| e.schema == schema) {
+                    tracing::info!(schema = %schema, "claiming from substrate");
+                    engines.push(engine::Engine::start(&shared, schema));
+                }
+            }
+        };
+        let current = routing.borrow_and_update().clone();
+        reconcile(&mut engines, &mut retired, &current);
+
+        let mut routing_open = true;
+        let mut sweep = tokio::time::interval(Duration::from_millis(500));
+        sweep.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        tokio::pin!(shutdown);
+        let grace = loop {
+            tokio::select! {
+                grace = &mut shutdown => break grace,
+                changed = routing.changed(), if routing_open => {
+                    if changed.is_err() {
+                        // A fixed routing, or its follower is gone: keep the last one.
+                        routing_open = false;
+                        continue;
+                    }
+                    let current = routing.borrow_and_update().clone();
+                    reconcile(&mut engines, &mut retired, &current);
+                }
+                _ = sweep.tick() => {
+                    let mut i = 0;
+                    while i < retired.len() {
+                        if retired[i].is_idle() {
+                            let e = retired.swap_remove(i);
+                            let deadline = tokio::time::Instant::now() + RECORD_GRACE;
+                            if !e.finish(deadline).await {
+                                tracing::warn!("a retired substrate's results could not be recorded in time; \
+                                    maintenance rescues those attempts once stale");
+                            }
+                        } else {
+                            i += 1;
+                        }
+                    }
+                }
+            }
+        };
         self.config.shutdown_grace = match awa_core::bounds::SHUTDOWN_GRACE.check(grace) {
             Ok(grace) => grace,
             Err(err) => {
@@ -442,62 +506,51 @@ impl Worker {
         tracing::info!(grace = ?self.config.shutdown_grace, "worker shutting down: no new claims");
         let grace_over = tokio::time::Instant::now() + self.config.shutdown_grace;
         let _ = stop_tx.send(true);
+        engines.append(&mut retired);
+        for e in &engines {
+            e.stop_claiming(&shared.wakers);
+        }
         // A dispatcher stuck in a claim the database does not answer is
         // abandoned at the deadline; a claim that did commit is rescued.
-        for d in dispatchers {
-            let abort = d.abort_handle();
-            if tokio::time::timeout_at(grace_over, d).await.is_err() {
-                tracing::warn!("a claim did not return within the grace period; abandoning it");
-                abort.abort();
-            }
+        for e in &mut engines {
+            e.join_dispatchers(grace_over).await;
         }
         listener.abort();
 
         // Wait for in-flight jobs, up to the grace period (still
         // heartbeating them, so a short rescue bound does not take them).
         let drained = tokio::time::timeout_at(grace_over, async {
-            for (semaphore, concurrency) in &semaphores {
+            for (semaphore, concurrency) in &shared.semaphores {
                 let _ = semaphore.acquire_many(*concurrency as u32).await;
             }
         })
         .await
         .is_ok();
-        heartbeats.abort();
         // Whatever is still held: running jobs past the grace period, and
         // the buffer of a dispatcher abandoned at the deadline (a stopping
         // dispatcher releases its own buffer at once).
-        let left: Vec<_> = in_flight.lock().expect("in-flight lock").drain().collect();
-        if !left.is_empty() {
+        let left: usize = engines.iter_mut().map(|e| e.release_all()).sum();
+        if left > 0 {
             if drained {
-                tracing::warn!(jobs = left.len(), "releasing buffered jobs");
+                tracing::warn!(jobs = left, "releasing buffered jobs");
             } else {
-                tracing::warn!(
-                    jobs = left.len(),
-                    "grace period over; releasing unfinished jobs"
-                );
+                tracing::warn!(jobs = left, "grace period over; releasing unfinished jobs");
             }
         }
-        for (token, running) in left {
-            if let Some(abort) = running.abort {
-                abort.abort();
-            }
-            let _ = done_tx.send((token, Finish::Release, None));
-        }
-        drop(done_tx);
+        drop(shared);
         let record_over = tokio::time::Instant::now().max(grace_over) + RECORD_GRACE;
-        let abort = completer.abort_handle();
-        if tokio::time::timeout_at(record_over, completer)
-            .await
-            .is_err()
-        {
-            abort.abort();
+        let mut recorded = true;
+        for e in engines {
+            recorded &= e.finish(record_over).await;
+        }
+        if !recorded {
             tracing::error!(
                 grace = ?self.config.shutdown_grace,
                 "results could not be recorded within the shutdown grace period; giving up: \
                  maintenance rescues those attempts once they are stale"
             );
         }
-        // The completer is gone, so the hooks' channel is closed: they
+        // The completers are gone, so the hooks' channel is closed: they
         // finish what was reported, within the record grace.
         if let Some(hooks) = hook_task {
             let abort = hooks.abort_handle();

@@ -11,6 +11,7 @@ mod prune;
 mod rescue;
 mod rotate;
 mod runtime_gc;
+mod transfer;
 
 pub use cron::Cron;
 pub use dlq_retention::DlqRetention;
@@ -20,6 +21,7 @@ pub use prune::Prune;
 pub use rescue::Rescue;
 pub use rotate::Rotate;
 pub use runtime_gc::RuntimeGc;
+pub use transfer::Transfer;
 
 use crate::MaintError;
 use async_trait::async_trait;
@@ -72,15 +74,30 @@ impl MaintSettings {
     }
 }
 
-/// Every maintenance task, each on its own cadence.
+/// Every maintenance task for one substrate and the database-wide ones,
+/// each on its own cadence: what a leader pinned to `schema` runs.
 pub fn standard(
     schema: &awa_core::SchemaName,
     settings: &MaintSettings,
     instance: &str,
 ) -> Vec<std::sync::Arc<dyn MaintTask>> {
+    let mut tasks = substrate_tasks(schema, settings, instance, true);
+    tasks.extend(database_tasks(settings));
+    tasks
+}
+
+/// The tasks that keep one substrate bounded and healthy. `written`: the
+/// substrate receives writes, so its due deferred work is promoted in
+/// place; a substrate that only drains gets no promote task (the transfer
+/// task moves its deferred work to the write substrate instead).
+pub fn substrate_tasks(
+    schema: &awa_core::SchemaName,
+    settings: &MaintSettings,
+    instance: &str,
+    written: bool,
+) -> Vec<std::sync::Arc<dyn MaintTask>> {
     use std::sync::Arc;
-    vec![
-        Arc::new(Promote::new(schema.clone(), settings.promote_interval)),
+    let mut tasks: Vec<Arc<dyn MaintTask>> = vec![
         Arc::new(Rotate::new(
             schema.clone(),
             settings.rotate_interval,
@@ -101,11 +118,33 @@ pub fn standard(
             schema.clone(),
             settings.dlq_retention_interval,
         )),
+    ];
+    if written {
+        tasks.insert(
+            0,
+            Arc::new(Promote::new(schema.clone(), settings.promote_interval)),
+        );
+    }
+    tasks
+}
+
+/// The tasks that run once per database whatever the routing: runtime
+/// registry garbage collection, cron, and moving work out of substrates
+/// that only drain. Cron enqueues through `awa.enqueue`, which routes.
+pub fn database_tasks(settings: &MaintSettings) -> Vec<std::sync::Arc<dyn MaintTask>> {
+    use std::sync::Arc;
+    vec![
         Arc::new(RuntimeGc::new(
             settings.runtime_gc_after,
             settings.rescue_interval,
         )),
-        Arc::new(Cron::new(schema.clone(), settings.cron_interval)),
+        Arc::new(Cron::new(
+            awa_core::SchemaName::default_schema(),
+            settings.cron_interval,
+        )),
+        Arc::new(Transfer::new(
+            settings.promote_interval.max(Duration::from_millis(500)),
+        )),
     ]
 }
 
