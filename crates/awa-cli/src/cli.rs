@@ -38,6 +38,14 @@ pub struct Cli {
     #[arg(long, global = true)]
     pub json: bool,
 
+    /// Work on this substrate only, whatever the storage routing says (for
+    /// inspection and tests; must be a prepared substrate). By default job,
+    /// queue, dlq, worker and maint commands follow the routing: new work
+    /// goes where the transition state says, reads cover every substrate
+    /// it reads. Storage commands take their substrate from here too.
+    #[arg(long, global = true, env = "AWA_SCHEMA", value_name = "SCHEMA")]
+    pub schema: Option<String>,
+
     /// Log more to stderr: -v info, -vv debug, -vvv trace. By default only
     /// warnings of awa itself and errors of its dependencies are logged.
     /// AWA_LOG, or else RUST_LOG, replaces the filter when set (e.g.
@@ -98,13 +106,40 @@ pub enum StorageCommand {
     GrantRuntimeRole(GrantArgs),
     /// Change a substrate's settings (run as the migrator).
     Configure(StorageConfigureArgs),
+    /// Transition, step 1: name a prepared substrate as the target
+    /// (steady -> prepared). Nothing moves yet; runtimes register it.
+    Prepare(TransitionPrepareArgs),
+    /// Transition, step 2: send new work to the target (prepared -> mixed);
+    /// workers claim from both, the old substrate only drains.
+    EnterMixedTransition,
+    /// Transition, step 3: make the target active (mixed -> steady), once
+    /// the old substrate holds no unfinished job.
+    Finalize,
+    /// Route back to the old substrate (prepared or mixed -> steady); work
+    /// already in the target keeps running there until it drains.
+    Abort,
+    /// Drop a custom substrate that no routing uses and that holds no
+    /// unfinished job (its history goes with it). Refused for `awa`.
+    DropSubstrate(DropSubstrateArgs),
 }
 
 #[derive(Debug, Args)]
+pub struct TransitionPrepareArgs {
+    /// The prepared substrate to move to.
+    #[arg(long)]
+    pub target_schema: String,
+}
+
+#[derive(Debug, Args)]
+pub struct DropSubstrateArgs {
+    /// Confirm: the substrate's retained history is deleted with it.
+    #[arg(long)]
+    pub yes: bool,
+}
+
+/// `awa --schema S storage configure ...` (default `awa`).
+#[derive(Debug, Args)]
 pub struct StorageConfigureArgs {
-    /// The substrate schema.
-    #[arg(long, default_value = "awa")]
-    pub schema: String,
     /// Minimum time terminal history is kept after its ring slot is sealed
     /// (e.g. 2h, 7days; at most 3650days), or `auto` for (queue slots - 2)
     /// x the leader's rotate interval.
@@ -121,16 +156,13 @@ pub struct GrantArgs {
     /// The existing role to grant to.
     #[arg(long)]
     pub role: String,
-    /// The substrate schema.
-    #[arg(long, default_value = "awa")]
-    pub schema: String,
 }
 
+/// `awa storage prepare-queue-storage-schema --schema NAME ...`: the
+/// schema is the global `--schema` (a new name; `awa` is the default
+/// substrate).
 #[derive(Debug, Args)]
 pub struct PrepareArgs {
-    /// Target schema (a new name; `awa` is the default substrate).
-    #[arg(long)]
-    pub schema: String,
     /// Slots in the queue ring (ready entries and terminal history).
     #[arg(long, default_value_t = 16, allow_negative_numbers = true)]
     pub queue_slot_count: i64,

@@ -25,10 +25,44 @@ fn options(url: &str) -> Result<PgConnectOptions, CliError> {
     Ok(awa_core::conninfo::connect_options(url)?)
 }
 
-/// The substrate job commands work on. Only the default for now; a
-/// `--schema` option belongs here once storage transitions route work.
-pub fn schema() -> SchemaName {
-    SchemaName::default_schema()
+/// The substrates a command works on: the one named by `--schema` /
+/// `AWA_SCHEMA` (which must be a prepared substrate), or the storage
+/// routing as the transition state in the database has it now.
+pub async fn routing(
+    cli: &crate::cli::Cli,
+    conn: &mut PgConnection,
+) -> Result<awa_core::Routing, CliError> {
+    match pinned(cli)? {
+        Some(schema) => {
+            require_substrate(conn, &schema).await?;
+            Ok(awa_core::Routing::fixed(schema))
+        }
+        None => Ok(awa_control::routing::read(conn).await?),
+    }
+}
+
+/// The `--schema` / `AWA_SCHEMA` substrate, validated, if one was given.
+pub fn pinned(cli: &crate::cli::Cli) -> Result<Option<SchemaName>, CliError> {
+    Ok(cli
+        .schema
+        .as_deref()
+        .filter(|s| !s.is_empty())
+        .map(SchemaName::new)
+        .transpose()?)
+}
+
+/// Refuse a schema that is not a prepared substrate.
+pub async fn require_substrate(
+    conn: &mut PgConnection,
+    schema: &SchemaName,
+) -> Result<(), CliError> {
+    if awa_maint::substrate::is_substrate(conn, schema).await? {
+        Ok(())
+    } else {
+        Err(CliError::NotFound(format!(
+            "schema {schema} is not a prepared substrate (prepare it with              `awa storage prepare-queue-storage-schema --schema {schema}`, or leave out              --schema / AWA_SCHEMA to follow the storage routing)"
+        )))
+    }
 }
 
 /// A connection failure as the user should read it (a refusal by the

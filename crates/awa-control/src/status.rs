@@ -46,6 +46,24 @@ pub struct SubstrateStatus {
     /// Estimated rows per ring slot (statistics collector).
     pub slot_rows: Vec<SlotRows>,
     pub last_outcomes: Vec<RingOutcome>,
+    /// Its part in the routing: active, target, draining, or unused.
+    pub routing: String,
+    /// Unfinished jobs by state, plus dead letters (`dead_lettered`).
+    pub backlog: std::collections::BTreeMap<String, i64>,
+    /// Live runtimes that registered this substrate.
+    pub runtimes: Vec<RuntimeBackend>,
+}
+
+/// A runtime's use of one substrate (`awa.runtime_storage_backends`).
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct RuntimeBackend {
+    pub instance_id: uuid::Uuid,
+    pub role: String,
+    pub host: String,
+    pub pid: i32,
+    /// read_write (writes there) or drain (claims and finishes only).
+    pub mode: String,
+    pub last_seen_at: DateTime<Utc>,
 }
 
 #[derive(Debug, Clone, serde::Serialize)]
@@ -79,7 +97,13 @@ pub struct TransitionState {
     pub state: String,
     pub active_schema: String,
     pub target_schema: Option<String>,
+    /// Grows by one at every step.
+    pub epoch: i64,
+    pub mixed_since: Option<DateTime<Utc>>,
     pub updated_at: DateTime<Utc>,
+    /// Substrates that no longer receive writes and are still read until
+    /// they drain.
+    pub draining: Vec<String>,
 }
 
 #[derive(Debug, Clone, serde::Serialize)]
@@ -121,7 +145,10 @@ pub async fn storage_status(conn: &mut PgConnection) -> Result<StorageStatus, Co
             state: row.get("state"),
             active_schema: row.get("active_schema"),
             target_schema: row.get("target_schema"),
+            epoch: row.get("epoch"),
+            mixed_since: row.get("mixed_since"),
             updated_at: row.get("updated_at"),
+            draining: row.get("draining"),
         });
     let active_schema = transition
         .as_ref()
@@ -183,7 +210,40 @@ pub async fn storage_status(conn: &mut PgConnection) -> Result<StorageStatus, Co
             at: row.get("at"),
         })
         .collect();
+        let backlog = sqlx::query(statement(
+            include_str!("../sql/status_backlog.sql"),
+            &schema,
+        ))
+        .fetch_all(&mut *conn)
+        .await?
+        .into_iter()
+        .map(|row| (row.get::<String, _>("state"), row.get::<i64, _>("jobs")))
+        .collect();
+        let runtimes = sqlx::query(include_str!("../sql/status_backends.sql"))
+            .bind(schema.as_str())
+            .fetch_all(&mut *conn)
+            .await?
+            .into_iter()
+            .map(|row| RuntimeBackend {
+                instance_id: row.get("instance_id"),
+                role: row.get("role"),
+                host: row.get("host"),
+                pid: row.get("pid"),
+                mode: row.get("mode"),
+                last_seen_at: row.get("last_seen_at"),
+            })
+            .collect();
+        let routing = match &transition {
+            _ if schema.as_str() == active_schema => "active",
+            Some(t) if t.target_schema.as_deref() == Some(schema.as_str()) => "target",
+            Some(t) if t.draining.iter().any(|d| d == schema.as_str()) => "draining",
+            _ => "unused",
+        }
+        .to_string();
         substrates.push(SubstrateStatus {
+            routing,
+            backlog,
+            runtimes,
             slot_rows,
             last_outcomes,
             active: schema.as_str() == active_schema,

@@ -35,6 +35,12 @@ pub enum MaintError {
     )]
     NotASubstrate(String),
 
+    #[error(
+        "substrate `{0}` still holds unfinished jobs or dead letters; let it drain (or move them: \
+         a transition moves deferred and dead-lettered jobs) before dropping it"
+    )]
+    SubstrateHoldsWork(String),
+
     #[error("{message}{}", hint.as_ref().map(|h| format!(" (hint: {h})")).unwrap_or_default())]
     Rejected {
         message: String,

@@ -106,3 +106,53 @@ pub async fn is_substrate(
         .fetch_one(conn)
         .await?)
 }
+
+/// Drop custom substrate `schema`, with its retained history: refused for
+/// `awa`, for a schema that is not a substrate, one the routing uses
+/// (active, target, draining, or registered by a runtime) and one that
+/// still holds an unfinished job or a dead letter. One transaction under
+/// the migration lock, so no transition step interleaves.
+pub async fn drop_unused(
+    conn: &mut PgConnection,
+    schema: &awa_core::SchemaName,
+) -> Result<(), MaintError> {
+    if schema.is_default() {
+        return Err(MaintError::DefaultSchemaReset);
+    }
+    if check_compatible(conn).await?.is_none() {
+        return Err(MaintError::NotMigrated);
+    }
+    let mut tx = conn.begin().await?;
+    sqlx::query(include_str!("../sql/migration_xact_lock.sql"))
+        .execute(&mut *tx)
+        .await?;
+    let name = schema.as_str();
+    let is_substrate: bool = sqlx::query_scalar(include_str!("../sql/is_substrate.sql"))
+        .bind(name)
+        .fetch_one(&mut *tx)
+        .await?;
+    if !is_substrate {
+        return Err(MaintError::NotASubstrate(name.to_string()));
+    }
+    let in_use: bool = sqlx::query_scalar(include_str!("../sql/substrate_in_use.sql"))
+        .bind(name)
+        .fetch_one(&mut *tx)
+        .await?;
+    if in_use {
+        return Err(MaintError::SchemaInUse(name.to_string()));
+    }
+    let holds: bool = sqlx::query_scalar(statement(
+        include_str!("../sql/substrate_holds_work.sql"),
+        schema,
+    ))
+    .fetch_one(&mut *tx)
+    .await?;
+    if holds {
+        return Err(MaintError::SubstrateHoldsWork(name.to_string()));
+    }
+    sqlx::query(statement(include_str!("../sql/drop_substrate.sql"), schema))
+        .execute(&mut *tx)
+        .await?;
+    tx.commit().await?;
+    Ok(())
+}

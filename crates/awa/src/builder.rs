@@ -267,7 +267,9 @@ impl ClientBuilder {
             queues.push((QueueName::new(name.clone())?, *concurrency));
         }
         let mut config = WorkerConfig::new(
-            self.schema.clone().unwrap_or_else(SchemaName::default_schema),
+            self.schema
+                .clone()
+                .unwrap_or_else(SchemaName::default_schema),
             queues,
         );
         if let Some(b) = self.claim_batch {

@@ -232,7 +232,11 @@ impl Client {
         A: Acquire<'c, Database = Postgres>,
     {
         let mut conn = conn.acquire().await?;
-        let done = self.producer(&mut conn).await?.enqueue(&mut conn, jobs).await?;
+        let done = self
+            .producer(&mut conn)
+            .await?
+            .enqueue(&mut conn, jobs)
+            .await?;
         Ok(done.into_iter().map(Inserted::from).collect())
     }
 

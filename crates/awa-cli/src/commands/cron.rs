@@ -197,7 +197,8 @@ async fn by_name(cli: &Cli, name: &str, act: Act) -> Result<(), CliError> {
 async fn run_now(cli: &Cli, name: &str) -> Result<(), CliError> {
     let url = db::require_url(&cli.database_url)?;
     let pool = db::pool_migrated(url, 2).await?;
-    let job = awa_maint::cron::run_now(&pool, &db::schema(), name).await?;
+    let job =
+        awa_maint::cron::run_now(&pool, &awa_core::SchemaName::default_schema(), name).await?;
     pool.close().await;
     let Some(job) = job else {
         return Err(CliError::NotFound(format!(

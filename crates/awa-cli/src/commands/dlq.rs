@@ -22,9 +22,18 @@ async fn list(cli: &Cli, args: &DlqListArgs) -> Result<(), CliError> {
     .check(args.limit)?;
     let url = db::require_url(&cli.database_url)?;
     let mut conn = db::connect_migrated(url).await?;
-    let entries = PgDlqPlane::new(db::schema())
-        .list(&mut conn, queue.as_ref(), limit)
-        .await?;
+    // Every substrate the routing reads (a draining one may still hold
+    // some, until the leader moves them), newest first.
+    let mut entries = Vec::new();
+    for schema in db::routing(cli, &mut conn).await?.reads() {
+        entries.extend(
+            PgDlqPlane::new(schema)
+                .list(&mut conn, queue.as_ref(), limit)
+                .await?,
+        );
+    }
+    entries.sort_by(|a, b| b.dead_at.cmp(&a.dead_at));
+    entries.truncate(limit as usize);
     output::emit(cli.json, &entries, || {
         if entries.is_empty() {
             return "the dead-letter queue is empty".into();
@@ -79,21 +88,31 @@ async fn act(cli: &Cli, args: &DlqSelectArgs, action: Action) -> Result<(), CliE
     let which = selection(args)?;
     let url = db::require_url(&cli.database_url)?;
     let mut conn = db::connect_migrated(url).await?;
-    let schema = db::schema();
-    let plane = PgDlqPlane::new(schema.clone());
-    let (ids, kept): (Vec<JobId>, Vec<KeyHeld>) = match action {
-        Action::Retry => {
-            let _spinner = matches!(which, Selection::All { .. })
-                .then(|| Progress::spinner(cli.json, "retrying dead-lettered jobs"));
-            let r = plane.retry(&mut conn, &which).await?;
-            (r.retried, r.kept)
+    let routing = db::routing(cli, &mut conn).await?;
+    let schema = routing.write().clone();
+    let (mut ids, mut kept): (Vec<JobId>, Vec<KeyHeld>) = (Vec::new(), Vec::new());
+    let _spinner = matches!(which, Selection::All { .. }).then(|| {
+        Progress::spinner(
+            cli.json,
+            match action {
+                Action::Retry => "retrying dead-lettered jobs",
+                Action::Purge => "purging dead-lettered jobs",
+            },
+        )
+    });
+    // Every substrate the routing reads; a retried job goes back to the
+    // ready ring of the substrate that held it (which workers read).
+    for s in routing.reads() {
+        let plane = PgDlqPlane::new(s);
+        match action {
+            Action::Retry => {
+                let r = plane.retry(&mut conn, &which).await?;
+                ids.extend(r.retried);
+                kept.extend(r.kept);
+            }
+            Action::Purge => ids.extend(plane.purge(&mut conn, &which).await?),
         }
-        Action::Purge => {
-            let _spinner = matches!(which, Selection::All { .. })
-                .then(|| Progress::spinner(cli.json, "purging dead-lettered jobs"));
-            (plane.purge(&mut conn, &which).await?, Vec::new())
-        }
-    };
+    }
     let why_kept = |k: &KeyHeld| {
         format!(
             "job {} stays dead-lettered: its unique key {:?} is held by unfinished job {}; \

@@ -63,7 +63,16 @@ async fn enqueue(cli: &Cli, args: &EnqueueArgs) -> Result<(), CliError> {
     let mut conn = db::connect_migrated(url).await?;
     // The database holds every producer to its substrate's max_job_bytes
     // (which may differ from the default), so the CLI defers to it.
-    let plane = PgReadyPlane::new(db::schema()).with_max_job_bytes(usize::MAX);
+    let plane = match db::pinned(cli)? {
+        Some(schema) => {
+            db::require_substrate(&mut conn, &schema).await?;
+            PgReadyPlane::new(schema)
+        }
+        // Routed in SQL by every statement; the write substrate as read
+        // now saves the forwarding.
+        None => PgReadyPlane::routed(db::routing(cli, &mut conn).await?.write().clone()),
+    }
+    .with_max_job_bytes(usize::MAX);
     // Copies per round trip: BATCH, fewer for large jobs (about 8 MiB).
     let per_batch = BATCH.min((BATCH_BYTES / job.json_bytes().max(1)).max(1));
 
@@ -159,9 +168,17 @@ async fn dump(cli: &Cli, id: i64) -> Result<(), CliError> {
     let id = input::job_id(id)?;
     let url = db::require_url(&cli.database_url)?;
     let mut conn = db::connect_migrated(url).await?;
-    let schema = db::schema();
+    let routing = db::routing(cli, &mut conn).await?;
+    let mut found = None;
+    for s in routing.reads() {
+        if let Some(job) = PgHistoryPlane::new(s).job(&mut conn, id).await? {
+            found = Some(job);
+            break;
+        }
+    }
+    let schema = routing.write().clone();
     let history = PgHistoryPlane::new(schema.clone());
-    let Some(job) = history.job(&mut conn, id).await? else {
+    let Some(job) = found else {
         // Gone from every plane: say whether reclamation took it.
         let horizon = history.horizon(&mut conn).await?;
         return Err(CliError::NotFound(match horizon {
@@ -210,11 +227,16 @@ async fn cancel(cli: &Cli, id: i64) -> Result<(), CliError> {
     let id = input::job_id(id)?;
     let url = db::require_url(&cli.database_url)?;
     let mut conn = db::connect_migrated(url).await?;
-    let schema = db::schema();
-    let Some(from) = PgExecPlane::new(schema.clone())
-        .cancel_job(&mut conn, id)
-        .await?
-    else {
+    let routing = db::routing(cli, &mut conn).await?;
+    let schema = routing.write().clone();
+    let mut cancelled = None;
+    for s in routing.reads() {
+        if let Some(from) = PgExecPlane::new(s).cancel_job(&mut conn, id).await? {
+            cancelled = Some(from);
+            break;
+        }
+    }
+    let Some(from) = cancelled else {
         return Err(CliError::NotFound(format!(
             "no unfinished job with id {id} in schema {schema} (unknown, or already completed, failed, cancelled or dead-lettered)"
         )));
@@ -237,9 +259,18 @@ async fn list(cli: &Cli, args: &JobListArgs) -> Result<(), CliError> {
     let limit = bounds::LIST_LIMIT.check(args.limit)?;
     let url = db::require_url(&cli.database_url)?;
     let mut conn = db::connect_migrated(url).await?;
-    let jobs = PgHistoryPlane::new(db::schema())
-        .list(&mut conn, queue.as_ref(), state, limit)
-        .await?;
+    // Newest first over every substrate the routing reads (ids are
+    // database-wide).
+    let mut jobs = Vec::new();
+    for schema in db::routing(cli, &mut conn).await?.reads() {
+        jobs.extend(
+            PgHistoryPlane::new(schema)
+                .list(&mut conn, queue.as_ref(), state, limit)
+                .await?,
+        );
+    }
+    jobs.sort_by(|a, b| b.id.cmp(&a.id));
+    jobs.truncate(limit as usize);
     output::emit(cli.json, &jobs, || {
         if jobs.is_empty() {
             return "no jobs".into();

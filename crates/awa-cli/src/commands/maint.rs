@@ -27,9 +27,57 @@ pub fn settings(cadence: &crate::cli::MaintCadence) -> Result<MaintSettings, Cli
     Ok(settings)
 }
 
-/// Every maintenance task, at validated settings.
-pub fn tasks(settings: &MaintSettings, instance: uuid::Uuid) -> Vec<Arc<dyn MaintTask>> {
-    awa_maint::tasks::standard(&db::schema(), settings, &instance.to_string())
+/// A leader candidate: pinned to one substrate (`--schema`), or
+/// maintaining every substrate the storage routing reads.
+pub fn spawn_leader(
+    pinned: Option<&awa_core::SchemaName>,
+    config: LeaderConfig,
+    settings: &MaintSettings,
+    pool: sqlx::PgPool,
+    stop: watch::Receiver<bool>,
+    role: Option<watch::Sender<Role>>,
+) -> tokio::task::JoinHandle<Result<(), awa_maint::MaintError>> {
+    match pinned {
+        Some(schema) => {
+            let tasks =
+                awa_maint::tasks::standard(schema, settings, &config.instance_id.to_string());
+            tokio::spawn(leader::run(config, pool, tasks, stop, role))
+        }
+        None => tokio::spawn(leader::run_routed(
+            config,
+            pool,
+            settings.clone(),
+            stop,
+            role,
+        )),
+    }
+}
+
+/// Every task of one pass (`maint run --once`), named: per substrate the
+/// routing reads (prefixed `schema.` when there is more than one), then
+/// the database-wide ones.
+fn once_tasks(
+    routing: &awa_core::Routing,
+    settings: &MaintSettings,
+) -> Vec<(String, Arc<dyn MaintTask>)> {
+    let instance = uuid::Uuid::new_v4().to_string();
+    let reads = routing.reads();
+    let mut out = Vec::new();
+    for schema in &reads {
+        let written = schema == routing.write();
+        for task in awa_maint::tasks::substrate_tasks(schema, settings, &instance, written) {
+            let name = if reads.len() == 1 {
+                task.name().to_string()
+            } else {
+                format!("{schema}.{}", task.name())
+            };
+            out.push((name, task));
+        }
+    }
+    for task in awa_maint::tasks::database_tasks(settings) {
+        out.push((task.name().to_string(), task));
+    }
+    out
 }
 
 pub async fn run(cli: &Cli, cmd: &MaintCommand) -> Result<(), CliError> {
@@ -48,18 +96,23 @@ async fn run_maint(cli: &Cli, args: &MaintRunArgs) -> Result<(), CliError> {
         pool.close().await;
         return result;
     }
+    let pinned = db::pinned(cli)?;
+    if let Some(schema) = &pinned {
+        let mut conn = pool.acquire().await?;
+        db::require_substrate(&mut conn, schema).await?;
+    }
     let config = LeaderConfig::new();
     let instance = config.instance_id;
-    let tasks = tasks(&settings, instance);
     let (stop_tx, stop_rx) = watch::channel(false);
     let (role_tx, mut role_rx) = watch::channel(Role::Candidate);
-    let candidate = tokio::spawn(leader::run(
+    let candidate = spawn_leader(
+        pinned.as_ref(),
         config,
+        &settings,
         pool.clone(),
-        tasks,
         stop_rx,
         Some(role_tx),
-    ));
+    );
     if !cli.json {
         eprintln!("maintenance candidate {instance} running; Ctrl-C or SIGTERM stops it");
     }
@@ -115,13 +168,14 @@ async fn run_maint(cli: &Cli, args: &MaintRunArgs) -> Result<(), CliError> {
 async fn once(cli: &Cli, settings: &MaintSettings, pool: &sqlx::PgPool) -> Result<(), CliError> {
     let mut outcomes = serde_json::Map::new();
     let mut lines = Vec::new();
-    for task in tasks(settings, uuid::Uuid::new_v4()) {
+    let routing = {
+        let mut conn = pool.acquire().await?;
+        db::routing(cli, &mut conn).await?
+    };
+    for (name, task) in once_tasks(&routing, settings) {
         let outcome = task.run_once(pool).await?;
-        lines.push(format!("{}: {}", task.name(), outcome_text(&outcome)));
-        outcomes.insert(
-            task.name().to_string(),
-            serde_json::to_value(&outcome).unwrap_or_default(),
-        );
+        lines.push(format!("{name}: {}", outcome_text(&outcome)));
+        outcomes.insert(name, serde_json::to_value(&outcome).unwrap_or_default());
     }
     output::emit(cli.json, &outcomes, || lines.join("\n"));
     Ok(())

@@ -19,9 +19,19 @@ async fn stats(cli: &Cli, args: &QueueStatsArgs) -> Result<(), CliError> {
     let queue = args.queue.clone().map(QueueName::new).transpose()?;
     let url = db::require_url(&cli.database_url)?;
     let mut conn = db::connect_migrated(url).await?;
-    let raw = PgHistoryPlane::new(db::schema())
-        .queue_stats(&mut conn, queue.as_ref())
-        .await?;
+    // Summed over every substrate the routing reads.
+    let mut raw: BTreeMap<String, BTreeMap<String, i64>> = BTreeMap::new();
+    for schema in db::routing(cli, &mut conn).await?.reads() {
+        let one = PgHistoryPlane::new(schema)
+            .queue_stats(&mut conn, queue.as_ref())
+            .await?;
+        for (q, counts) in one {
+            let into = raw.entry(q).or_default();
+            for (state, n) in counts {
+                *into.entry(state.to_string()).or_default() += n;
+            }
+        }
+    }
     // Every state of every queue, zeros included, so scripts can index
     // without checking; a named queue with no jobs still gets its row.
     let mut names: Vec<String> = raw.keys().cloned().collect();

@@ -1,9 +1,13 @@
 //! `awa storage ...`
 
-use crate::cli::{Cli, GrantArgs, PrepareArgs, StorageCommand, StorageConfigureArgs};
+use crate::cli::{
+    Cli, DropSubstrateArgs, GrantArgs, PrepareArgs, StorageCommand, StorageConfigureArgs,
+    TransitionPrepareArgs,
+};
 use crate::input;
 use crate::{db, error::CliError, output};
 use awa_control::substrate::{MAX_HISTORY_RETENTION, SubstrateSettings};
+use awa_control::transition::{self, Step};
 use awa_core::{SchemaName, SlotCounts, SubstrateShape};
 use awa_maint::substrate::{self, PrepareOutcome};
 
@@ -13,12 +17,89 @@ pub async fn run(cli: &Cli, cmd: &StorageCommand) -> Result<(), CliError> {
         StorageCommand::Status => status(cli).await,
         StorageCommand::GrantRuntimeRole(args) => grant(cli, args).await,
         StorageCommand::Configure(args) => configure(cli, args).await,
+        StorageCommand::Prepare(args) => transition_prepare(cli, args).await,
+        StorageCommand::EnterMixedTransition => step(cli, Step::EnterMixed).await,
+        StorageCommand::Finalize => step(cli, Step::Finalize).await,
+        StorageCommand::Abort => step(cli, Step::Abort).await,
+        StorageCommand::DropSubstrate(args) => drop_substrate(cli, args).await,
     }
+}
+
+/// The `--schema` of a storage command, `awa` when absent.
+fn schema_or_default(cli: &Cli) -> Result<SchemaName, CliError> {
+    Ok(db::pinned(cli)?.unwrap_or_else(SchemaName::default_schema))
+}
+
+async fn transition_prepare(cli: &Cli, args: &TransitionPrepareArgs) -> Result<(), CliError> {
+    let target = SchemaName::new(args.target_schema.clone())?;
+    let url = db::require_url(&cli.database_url)?;
+    let mut conn = db::connect_migrated(url).await?;
+    let outcome = transition::prepare(&mut conn, &target).await?;
+    report_step(cli, &outcome);
+    Ok(())
+}
+
+async fn step(cli: &Cli, step: Step) -> Result<(), CliError> {
+    let url = db::require_url(&cli.database_url)?;
+    let mut conn = db::connect_migrated(url).await?;
+    let outcome = match step {
+        Step::EnterMixed => transition::enter_mixed(&mut conn).await?,
+        Step::Finalize => transition::finalize(&mut conn).await?,
+        Step::Abort => transition::abort(&mut conn).await?,
+        Step::Prepare => unreachable!("prepare takes a target"),
+    };
+    report_step(cli, &outcome);
+    Ok(())
+}
+
+fn report_step(cli: &Cli, outcome: &transition::StepOutcome) {
+    output::emit(cli.json, outcome, || {
+        let target = outcome.target_schema.as_deref().unwrap_or("-");
+        let active = &outcome.active_schema;
+        match outcome.step {
+            Step::Prepare => format!(
+                "prepared the move from {active} to {target}: nothing moves yet; runtimes register                  {target} within a second. Next: awa storage enter-mixed-transition"
+            ),
+            Step::EnterMixed => format!(
+                "mixed: new work goes to {target}; workers claim from {active} and {target}, and                  {active} only drains. Next, once `awa storage status` shows no backlog in                  {active}: awa storage finalize"
+            ),
+            Step::Finalize => format!(
+                "finalized: {active} is the active substrate; the old one is kept read-only for                  its history (drop it with awa --schema NAME storage drop-substrate --yes)"
+            ),
+            Step::Abort => format!(
+                "aborted: new work goes to {active} again; anything already in the target keeps                  running there until it drains"
+            ),
+        }
+    });
+}
+
+async fn drop_substrate(cli: &Cli, args: &DropSubstrateArgs) -> Result<(), CliError> {
+    let Some(schema) = db::pinned(cli)? else {
+        return Err(CliError::Usage(
+            "name the substrate to drop with --schema NAME".into(),
+        ));
+    };
+    if schema.is_default() {
+        return Err(CliError::Usage(
+            "the default substrate awa holds the control tables and cannot be dropped".into(),
+        ));
+    }
+    if !args.yes {
+        return Err(CliError::Usage(format!(
+            "dropping {schema} deletes its retained history; pass --yes to confirm"
+        )));
+    }
+    let url = db::require_url(&cli.database_url)?;
+    let mut conn = db::connect_migrated(url).await?;
+    substrate::drop_unused(&mut conn, &schema).await?;
+    let value = serde_json::json!({ "schema": schema, "dropped": true });
+    output::emit(cli.json, &value, || format!("substrate {schema} dropped"));
+    Ok(())
 }
 
 async fn configure(cli: &Cli, args: &StorageConfigureArgs) -> Result<(), CliError> {
     // Validate everything before connecting.
-    let schema = SchemaName::new(args.schema.clone())?;
+    let schema = schema_or_default(cli)?;
     let history_retention = match args.history_retention.as_deref() {
         None => None,
         Some("auto") => Some(None),
@@ -72,7 +153,7 @@ async fn configure(cli: &Cli, args: &StorageConfigureArgs) -> Result<(), CliErro
 }
 
 async fn grant(cli: &Cli, args: &GrantArgs) -> Result<(), CliError> {
-    let schema = SchemaName::new(args.schema.clone())?;
+    let schema = schema_or_default(cli)?;
     if args.role.is_empty() || args.role.len() > 63 {
         return Err(CliError::Usage(
             "--role must name an existing role (1 to 63 bytes)".into(),
@@ -93,7 +174,11 @@ async fn grant(cli: &Cli, args: &GrantArgs) -> Result<(), CliError> {
 
 async fn prepare(cli: &Cli, args: &PrepareArgs) -> Result<(), CliError> {
     // Validate everything before connecting: bad input never reaches SQL.
-    let schema = SchemaName::new(args.schema.clone())?;
+    let Some(schema) = db::pinned(cli)? else {
+        return Err(CliError::Usage(
+            "name the schema to prepare with --schema NAME".into(),
+        ));
+    };
     if args.reset && schema.is_default() {
         return Err(awa_maint::MaintError::DefaultSchemaReset.into());
     }
@@ -147,22 +232,47 @@ async fn status(cli: &Cli) -> Result<(), CliError> {
         }
         if let Some(t) = &status.transition {
             out.push_str(&format!(
-                "transition: {} (active {}, target {})\n",
+                "transition: {} (active {}, target {}, epoch {})\n",
                 t.state,
                 t.active_schema,
-                t.target_schema.as_deref().unwrap_or("-")
+                t.target_schema.as_deref().unwrap_or("-"),
+                t.epoch
             ));
+            let writes = match (t.state.as_str(), &t.target_schema) {
+                ("mixed", Some(target)) => target.as_str(),
+                _ => t.active_schema.as_str(),
+            };
+            out.push_str(&format!("routing: new work goes to {writes}"));
+            if !t.draining.is_empty() {
+                out.push_str(&format!("; still draining: {}", t.draining.join(", ")));
+            }
+            out.push('\n');
         }
         out.push_str("substrates:\n");
         for s in &status.substrates {
             out.push_str(&format!(
-                "  {}{}: {} queue / {} lease / {} claim slots\n",
-                s.schema,
-                if s.active { " (active)" } else { "" },
-                s.slots.queue,
-                s.slots.lease,
-                s.slots.claim
+                "  {} ({}): {} queue / {} lease / {} claim slots\n",
+                s.schema, s.routing, s.slots.queue, s.slots.lease, s.slots.claim
             ));
+            let backlog: Vec<String> = s
+                .backlog
+                .iter()
+                .map(|(state, n)| format!("{state} {n}"))
+                .collect();
+            out.push_str(&format!(
+                "    backlog: {}\n",
+                if backlog.is_empty() {
+                    "none".to_string()
+                } else {
+                    backlog.join(", ")
+                }
+            ));
+            for r in &s.runtimes {
+                out.push_str(&format!(
+                    "    runtime {} ({} on {} pid {}): {}\n",
+                    r.instance_id, r.role, r.host, r.pid, r.mode
+                ));
+            }
             out.push_str(&format!(
                 "    history retention: {}; parked attempts: {}\n",
                 match s.history_retention_secs {

@@ -7,7 +7,7 @@ use crate::{db, error::CliError, input, output, shutdown};
 use awa_core::{JobState, QueueName};
 use awa_exec::worker::{Stats, StatsSnapshot, Worker, WorkerConfig};
 use awa_history::{HistoryPlane, PendingState, PgHistoryPlane};
-use awa_maint::leader::{self, LeaderConfig};
+use awa_maint::leader::LeaderConfig;
 use std::collections::VecDeque;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -44,8 +44,11 @@ async fn run_worker(cli: &Cli, args: &WorkerRunArgs) -> Result<(), CliError> {
     let concurrency = awa_core::bounds::CONCURRENCY.check(args.concurrency)? as usize;
     let settings = super::maint::settings(&args.cadence)?;
     let until = until(args)?;
+    let pinned = db::pinned(cli)?;
     let config = WorkerConfig::new(
-        db::schema(),
+        pinned
+            .clone()
+            .unwrap_or_else(awa_core::SchemaName::default_schema),
         queues.iter().map(|q| (q.clone(), concurrency)).collect(),
     );
     config.validate()?;
@@ -66,20 +69,31 @@ async fn run_worker(cli: &Cli, args: &WorkerRunArgs) -> Result<(), CliError> {
         },
     )
     .await?;
+    // Pinned by --schema, or following the storage routing (which also
+    // registers the substrates this worker uses, for finalize).
+    let routing = match &pinned {
+        Some(schema) => {
+            let mut conn = pool.acquire().await?;
+            db::require_substrate(&mut conn, schema).await?;
+            awa_control::routing::fixed(schema.clone())
+        }
+        None => awa_control::routing::follow(&pool, Some(config.instance_id)).await?,
+    };
     let mut worker = Worker::new(pool.clone(), config);
     worker.register_default(handler);
+    worker.follow_routing(routing.clone());
 
     let (stop_tx, stop_rx) = watch::channel(false);
     let leader_config = LeaderConfig::new();
-    let tasks = super::maint::tasks(&settings, leader_config.instance_id);
     let maintenance = (!args.no_maintenance).then(|| {
-        tokio::spawn(leader::run(
+        super::maint::spawn_leader(
+            pinned.as_ref(),
             leader_config,
+            &settings,
             pool.clone(),
-            tasks,
             stop_rx,
             None,
-        ))
+        )
     });
 
     let stats = worker.stats();
@@ -88,6 +102,7 @@ async fn run_worker(cli: &Cli, args: &WorkerRunArgs) -> Result<(), CliError> {
     let left_waiting: Mutex<Vec<PendingState>> = Mutex::new(Vec::new());
     let watcher = Watcher {
         pool: &pool,
+        routing: &routing,
         queues: &queues,
         stats: &stats,
         until,
@@ -204,6 +219,8 @@ fn in_flight(s: &StatsSnapshot) -> u64 {
 /// exit condition, resolves once it holds.
 struct Watcher<'a> {
     pool: &'a sqlx::PgPool,
+    /// Which substrates to check for work left.
+    routing: &'a watch::Receiver<awa_core::Routing>,
     queues: &'a [QueueName],
     stats: &'a Stats,
     until: Option<Until>,
@@ -219,7 +236,6 @@ impl Watcher<'_> {
         if self.until.is_none() && !self.progress.shown() {
             return std::future::pending().await;
         }
-        let plane = PgHistoryPlane::new(db::schema());
         let mut rate = Rate::default();
         let mut seen = self.stats.snapshot();
         // Empty claims counted at the last database check: the next check
@@ -252,12 +268,19 @@ impl Watcher<'_> {
             }
             checked_empty = now.empty_claims;
             self.idle_queries.fetch_add(1, Ordering::Relaxed);
+            let reads = self.routing.borrow().reads();
             let states = async {
                 let mut conn = self.pool.acquire().await?;
-                plane
-                    .pending_by_state(&mut conn, self.queues, until.horizon())
-                    .await
-                    .map_err(CliError::from)
+                let mut all = Vec::new();
+                for schema in reads {
+                    all.extend(
+                        PgHistoryPlane::new(schema)
+                            .pending_by_state(&mut conn, self.queues, until.horizon())
+                            .await
+                            .map_err(CliError::from)?,
+                    );
+                }
+                Ok::<_, CliError>(all)
             }
             .await;
             match states {
