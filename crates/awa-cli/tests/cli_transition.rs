@@ -445,3 +445,69 @@ async fn an_abort_from_mixed_by_the_runtime_role_loses_nothing() {
     .await
     .unwrap();
 }
+
+#[tokio::test]
+async fn bad_transition_input_gets_a_clear_refusal_and_changes_nothing() {
+    let db = common::migrated_db().await;
+    let url = db.url().to_string();
+    let status = || step(&url, &["storage", "status"])["transition"].clone();
+    let before = status();
+    awa(&url, &["storage", "prepare", "--target-schema", "nosuch"])
+        .refused("not a prepared substrate");
+    awa(&url, &["storage", "prepare", "--target-schema", "awa"]).refused("already the active");
+    awa(
+        &url,
+        &["storage", "prepare", "--target-schema", "Bad-Name!"],
+    )
+    .refused("invalid");
+    awa(&url, &["storage", "abort"]).refused("nothing to abort");
+    awa(&url, &["storage", "finalize"]).refused("no transition is in progress");
+    awa(&url, &["storage", "enter-mixed-transition"]).refused("no transition is prepared");
+    // --schema must name a prepared substrate.
+    awa(&url, &["--schema", "nosuch", "job", "list"]).refused("not a prepared substrate");
+    awa(&url, &["--schema", "Bad!", "queue", "stats"]).refused("invalid");
+    let pinned = common::awa_env(
+        &[("DATABASE_URL", url.as_str()), ("AWA_SCHEMA", "nosuch")],
+        &["job", "enqueue", "--queue", QUEUE, "--kind", "k"],
+    );
+    pinned.refused("not a prepared substrate");
+    // Dropping: never awa, never one in use, never one with work.
+    awa(
+        &url,
+        &["--schema", "awa", "storage", "drop-substrate", "--yes"],
+    )
+    .refused("awa");
+    step(
+        &url,
+        &[
+            "--schema",
+            "next",
+            "storage",
+            "prepare-queue-storage-schema",
+        ],
+    );
+    awa(&url, &["--schema", "next", "storage", "drop-substrate"]).refused("--yes");
+    step(
+        &url,
+        &[
+            "--schema", "next", "job", "enqueue", "--queue", QUEUE, "--kind", "k",
+        ],
+    );
+    awa(
+        &url,
+        &["--schema", "next", "storage", "drop-substrate", "--yes"],
+    )
+    .refused("still holds");
+    step(&url, &["storage", "prepare", "--target-schema", "next"]);
+    awa(
+        &url,
+        &["--schema", "next", "storage", "drop-substrate", "--yes"],
+    )
+    .refused("in use");
+    step(&url, &["storage", "abort"]);
+    assert_eq!(status()["state"], before["state"]);
+    assert_eq!(status()["active_schema"], "awa");
+    // A pinned enqueue went exactly where it was told.
+    let listed = step(&url, &["--schema", "next", "job", "list"]);
+    assert_eq!(listed.as_array().map(Vec::len), Some(1), "{listed}");
+}
