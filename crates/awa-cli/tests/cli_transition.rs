@@ -129,7 +129,7 @@ async fn all_completed(conn: &mut PgConnection, made: &[(i64, i64)], also: &[i64
             Instant::now() < deadline,
             "not every job completed: {:?}",
             made.iter()
-                .filter(|(id, _)| !now.get(id).is_some_and(|s| s[0].1 == "completed"))
+                .filter(|(id, _)| now.get(id).is_none_or(|s| s[0].1 != "completed"))
                 .take(10)
                 .map(|(id, _)| (id, now.get(id)))
                 .collect::<Vec<_>>()

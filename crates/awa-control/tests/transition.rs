@@ -344,7 +344,7 @@ async fn a_transaction_open_when_writes_moved_keeps_the_old_substrate_routed() {
         .unwrap();
     transition::enter_mixed(&mut conn).await.unwrap();
     // Its snapshot still routes to the old substrate: the job lands there.
-    let (id, _) = enqueue(&mut *tx, 1, None, None).await;
+    let (id, _) = enqueue(&mut tx, 1, None, None).await;
     tx.commit().await.unwrap();
     assert_eq!(whereabouts(&mut conn, id).await[0].0, "awa");
     sqlx::query("SELECT awa.cancel_job($1)")
@@ -376,7 +376,7 @@ async fn a_transaction_open_when_writes_moved_keeps_the_old_substrate_routed() {
             .unwrap(),
         "not while a transaction that may still write to it is open"
     );
-    let (late, _) = enqueue(&mut *tx, 2, None, None).await;
+    let (late, _) = enqueue(&mut tx, 2, None, None).await;
     tx.commit().await.unwrap();
     assert_eq!(whereabouts(&mut conn, late).await[0].0, "third");
     assert!(

@@ -6,9 +6,12 @@ use crate::SchemaName;
 use std::fmt;
 
 /// The phase of a storage transition (`awa.storage_transition_state.state`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum Phase {
+    #[default]
     Steady,
     Prepared,
     Mixed,
@@ -106,11 +109,17 @@ impl Routing {
     }
 }
 
+/// Steady on `awa`, as a fresh database has it (not fixed: a routed
+/// client's first hint, replaced by the first read).
 impl Default for Routing {
     fn default() -> Self {
         Self {
+            epoch: 0,
+            phase: Phase::Steady,
+            active: SchemaName::default_schema(),
+            target: None,
+            draining: Vec::new(),
             fixed: false,
-            ..Self::fixed(SchemaName::default_schema())
         }
     }
 }

@@ -50,6 +50,10 @@ pub struct EnqueueRun {
     /// Each job in an explicit transaction of its own (`BEGIN`, the call,
     /// `COMMIT`) rather than in autocommit.
     pub explicit_tx: bool,
+    /// Ours pinned to its substrate instead of routed (the A/B of the
+    /// routing check; every other run is routed).
+    #[serde(default)]
+    pub pinned: bool,
     pub jobs: u64,
     pub seconds: f64,
     pub jobs_per_s: f64,
@@ -72,7 +76,12 @@ impl EnqueueReport {
     pub fn find(&self, producers: usize, batch: usize) -> Option<&EnqueueRun> {
         self.runs
             .iter()
-            .find(|r| r.producers == producers && r.batch == batch && !r.explicit_tx)
+            .find(|r| r.producers == producers && r.batch == batch && !r.explicit_tx && !r.pinned)
+    }
+
+    /// The pinned (unrouted) one-job autocommit run, if it ran.
+    pub fn find_pinned(&self) -> Option<&EnqueueRun> {
+        self.runs.iter().find(|r| r.pinned)
     }
 
     /// The one-job-per-explicit-transaction run with this many producers.
@@ -85,8 +94,14 @@ impl EnqueueReport {
     /// The run of the same shape as `run` (for the comparison).
     pub fn same_as(&self, run: &EnqueueRun) -> Option<&EnqueueRun> {
         self.runs.iter().find(|r| {
-            (r.producers, r.batch, r.copy, r.explicit_tx)
-                == (run.producers, run.batch, run.copy, run.explicit_tx)
+            (r.producers, r.batch, r.copy, r.explicit_tx, r.pinned)
+                == (
+                    run.producers,
+                    run.batch,
+                    run.copy,
+                    run.explicit_tx,
+                    run.pinned,
+                )
         })
     }
 }
@@ -108,9 +123,13 @@ pub async fn run(ctx: &Ctx) -> Result<(EnqueueReport, Option<EnqueueReport>), Bo
         (4, 1, Mode::Tx),
         (4, BATCH, Mode::Call),
         (1, COPY_BATCH, Mode::Copy),
+        (1, 1, Mode::Pinned),
     ] {
-        // --quick runs the baseline with one producer only.
-        let systems = if producers == 1 {
+        // --quick runs the baseline with one producer only; the pinned
+        // variant is ours only.
+        let systems = if mode == Mode::Pinned {
+            vec![System::Awa]
+        } else if producers == 1 {
             ctx.systems()
         } else {
             ctx.systems_unless_quick()
@@ -165,6 +184,18 @@ pub async fn run(ctx: &Ctx) -> Result<(EnqueueReport, Option<EnqueueReport>), Bo
             runs,
         }
     };
+    if let (Some(routed), Some(pinned)) = (
+        runs.iter()
+            .find(|r| r.producers == 1 && r.batch == 1 && !r.explicit_tx && !r.pinned),
+        runs.iter().find(|r| r.pinned),
+    ) {
+        ctx.say(format!(
+            "   routing check: routed {:.0} vs pinned {:.0} jobs/s ({:.3}x)",
+            routed.jobs_per_s,
+            pinned.jobs_per_s,
+            routed.jobs_per_s / pinned.jobs_per_s
+        ));
+    }
     let baseline = ctx.baseline.map(|_| report(baseline_runs));
     Ok((report(runs), baseline))
 }
@@ -178,6 +209,8 @@ enum Mode {
     Tx,
     /// Ours through the COPY path (the baseline: its multi-row insert).
     Copy,
+    /// Ours in autocommit, pinned to the substrate: no routing check.
+    Pinned,
 }
 
 async fn variant(
@@ -197,10 +230,15 @@ async fn variant(
             Mode::Call => format!("{batch} jobs/call"),
             Mode::Tx => format!("{batch} job/tx (BEGIN..COMMIT)"),
             Mode::Copy => format!("{batch} jobs/COPY"),
+            Mode::Pinned => "1 job/tx (autocommit, pinned)".to_string(),
         }
     );
     let db = ctx.fresh_db(system).await?;
-    let suffix = if mode == Mode::Tx { "-tx" } else { "" };
+    let suffix = match mode {
+        Mode::Tx => "-tx",
+        Mode::Pinned => "-pinned",
+        _ => "",
+    };
     let queue = QueueName::new(format!("enqueue-{producers}x{batch}{suffix}"))?;
     let before = pgstats::settled(ctx, &db).await?;
     let pool = fleet::pool(db.url(), producers as u32).await?;
@@ -230,6 +268,7 @@ async fn variant(
                     Mode::Call => jobs.send(&mut conn).await?,
                     Mode::Tx => jobs.send_in_tx(&mut conn).await?,
                     Mode::Copy => jobs.send_copy(&mut conn).await?,
+                    Mode::Pinned => jobs.send_pinned(&mut conn).await?,
                 }
                 sent += n;
                 done.fetch_add(n, Ordering::Relaxed);
@@ -252,6 +291,7 @@ async fn variant(
         batch,
         copy: mode == Mode::Copy,
         explicit_tx: mode == Mode::Tx,
+        pinned: mode == Mode::Pinned,
         jobs: enqueued,
         seconds,
         jobs_per_s: enqueued as f64 / seconds,

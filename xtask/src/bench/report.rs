@@ -345,6 +345,16 @@ pub fn targets(r: &Report) -> Vec<Target> {
             num(f)
         ));
     }
+    // The routing check's cost: the same shape pinned, in this run.
+    if let Some(e) = enq
+        && let (Some(routed), Some(pinned)) = (e.find(1, 1), e.find_pinned())
+    {
+        one.measured.push_str(&format!(
+            " (pinned, without the routing check: {} jobs/s, {:.3}x)",
+            num(pinned.jobs_per_s),
+            routed.jobs_per_s / pinned.jobs_per_s
+        ));
+    }
     t.push(one);
     t.push(at_least(
         "enqueue, 1 producer, 1 job/tx (BEGIN..COMMIT; reported against the same figure)",

@@ -81,11 +81,13 @@ pub enum Batch {
 }
 
 impl Batch {
-    /// One call in autocommit: one round trip, one commit.
+    /// One call in autocommit: one round trip, one commit. Ours is routed
+    /// (the storage-transition state is checked by the statement), as an
+    /// application's client is.
     pub async fn send(&self, conn: &mut PgConnection) -> Result<(), BoxError> {
         match self {
             Batch::Awa(jobs) => {
-                PgReadyPlane::new(fleet::schema())
+                PgReadyPlane::routed(fleet::schema())
                     .enqueue(conn, jobs)
                     .await?;
             }
@@ -99,6 +101,20 @@ impl Batch {
 }
 
 impl Batch {
+    /// As [`Batch::send`], ours pinned to the substrate (no routing check):
+    /// the other side of the routing cost's A/B.
+    pub async fn send_pinned(&self, conn: &mut PgConnection) -> Result<(), BoxError> {
+        match self {
+            Batch::Awa(jobs) => {
+                PgReadyPlane::new(fleet::schema())
+                    .enqueue(conn, jobs)
+                    .await?;
+                Ok(())
+            }
+            Batch::Baseline(..) => self.send(conn).await,
+        }
+    }
+
     /// As [`Batch::send`], inside an explicit transaction of its own:
     /// `BEGIN`, the call, `COMMIT`. Three round trips and one commit, what
     /// an application pays when it enqueues inside its own transaction.
@@ -115,7 +131,7 @@ impl Batch {
     pub async fn send_copy(&self, conn: &mut PgConnection) -> Result<(), BoxError> {
         match self {
             Batch::Awa(jobs) => {
-                PgReadyPlane::new(fleet::schema())
+                PgReadyPlane::routed(fleet::schema())
                     .enqueue_copy(conn, jobs)
                     .await?;
                 Ok(())

@@ -269,7 +269,7 @@ async fn list(cli: &Cli, args: &JobListArgs) -> Result<(), CliError> {
                 .await?,
         );
     }
-    jobs.sort_by(|a, b| b.id.cmp(&a.id));
+    jobs.sort_by_key(|j| std::cmp::Reverse(j.id));
     jobs.truncate(limit as usize);
     output::emit(cli.json, &jobs, || {
         if jobs.is_empty() {
