@@ -221,6 +221,18 @@ async fn routing_follows_each_state_and_producers_are_routed_in_sql() {
         whereabouts(&mut conn, pinned[0].job_id.0).await[0].0,
         "third"
     );
+    // The routed read view sees both sides of the move.
+    let routed_ids: Vec<i64> = sqlx::query_scalar("SELECT id FROM awa.routed_jobs() ORDER BY id")
+        .fetch_all(&mut conn)
+        .await
+        .unwrap();
+    for id in [before, prepared, mixed, via_third, routed[0].job_id.0] {
+        assert!(routed_ids.contains(&id), "{id} in {routed_ids:?}");
+    }
+    assert!(
+        !routed_ids.contains(&pinned[0].job_id.0),
+        "third is not routed, so its jobs are not in the routed view"
+    );
     // Ids are database-wide: no two substrates hand out the same one.
     let ids = [
         before,
