@@ -150,6 +150,26 @@ fn executions(log: &std::path::Path) -> HashMap<i64, usize> {
     out
 }
 
+/// `awa job enqueue` of one job of the queue with a unique key.
+fn enqueue_keyed(url: &str, args: &str, key: &str) -> common::Run {
+    awa(
+        url,
+        &[
+            "job",
+            "enqueue",
+            "--queue",
+            QUEUE,
+            "--kind",
+            "job",
+            "--args",
+            args,
+            "--unique-key",
+            key,
+            "--json",
+        ],
+    )
+}
+
 fn step(url: &str, args: &[&str]) -> Value {
     awa(url, &[args, &["--json"]].concat()).json()
 }
@@ -190,21 +210,7 @@ async fn a_transition_under_load_with_kills_completes_every_job_exactly_once() {
     let stop = Arc::new(AtomicBool::new(false));
     let produced = producer(url.clone(), stop.clone());
     // A long job holding a unique key, in the old substrate.
-    let hold = step(
-        &url,
-        &[
-            "job",
-            "enqueue",
-            "--queue",
-            QUEUE,
-            "--kind",
-            "job",
-            "--args",
-            r#"{"n": -1, "ms": 6000}"#,
-            "--unique-key",
-            "hold",
-        ],
-    );
+    let hold = enqueue_keyed(&url, r#"{"n": -1, "ms": 6000}"#, "hold").json();
     let hold_id = hold["ids"][0].as_i64().unwrap();
     tokio::time::sleep(Duration::from_secs(2)).await;
 
@@ -217,22 +223,7 @@ async fn a_transition_under_load_with_kills_completes_every_job_exactly_once() {
 
     // The key held in the old substrate blocks a duplicate, now routed to
     // the target.
-    let dup = awa(
-        &url,
-        &[
-            "job",
-            "enqueue",
-            "--queue",
-            QUEUE,
-            "--kind",
-            "job",
-            "--args",
-            r#"{"n": -2}"#,
-            "--unique-key",
-            "hold",
-            "--json",
-        ],
-    );
+    let dup = enqueue_keyed(&url, r#"{"n": -2}"#, "hold");
     assert_eq!(dup.code, Some(3), "{dup:#?}");
     assert!(dup.stderr.contains(&hold_id.to_string()), "{dup:#?}");
 

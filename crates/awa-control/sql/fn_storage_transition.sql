@@ -76,6 +76,17 @@ BEGIN
 END
 $fn$;
 
+-- Put `p_schema` in storage_draining: read, and maintained, until it has
+-- drained and none of `p_fence` (the transactions that may still write to
+-- it) is open.
+CREATE OR REPLACE FUNCTION awa.storage_drain(p_schema text, p_reason text, p_fence text[])
+RETURNS void LANGUAGE sql SECURITY INVOKER AS $fn$
+    INSERT INTO awa.storage_draining AS d (schema_name, reason, fence_vxids)
+    VALUES (p_schema, p_reason, coalesce(p_fence, '{}'))
+    ON CONFLICT (schema_name) DO UPDATE
+       SET reason = EXCLUDED.reason, fence_vxids = EXCLUDED.fence_vxids, since = now()
+$fn$;
+
 -- steady -> prepared: name the target. Nothing moves yet; runtimes that
 -- understand the target register it (runtime_storage_backends), and claim
 -- from it too (it is empty unless an earlier aborted move left work there).
@@ -189,9 +200,7 @@ BEGIN
             format('the old substrate %s still holds %s non-terminal jobs (available or running)', v.active_schema, v_live),
             'Wait for workers to drain it (awa storage status shows its backlog), then finalize again.');
     END IF;
-    INSERT INTO awa.storage_draining AS d (schema_name, reason, fence_vxids)
-    VALUES (v.active_schema, 'finalized', coalesce(v.fence_vxids, '{}'))
-    ON CONFLICT (schema_name) DO UPDATE SET reason = EXCLUDED.reason, fence_vxids = EXCLUDED.fence_vxids, since = now();
+    PERFORM awa.storage_drain(v.active_schema, 'finalized', v.fence_vxids);
     UPDATE awa.storage_transition_state t
        SET state = 'steady', active_schema = v.target_schema, target_schema = NULL,
            mixed_since = NULL, fence_vxids = NULL, epoch = t.epoch + 1, updated_at = now();
@@ -216,9 +225,7 @@ BEGIN
             'awa storage status shows the state.');
     END IF;
     IF v.state = 'mixed' THEN
-        INSERT INTO awa.storage_draining AS d (schema_name, reason, fence_vxids)
-        VALUES (v.target_schema, 'aborted', awa.storage_open_vxids())
-        ON CONFLICT (schema_name) DO UPDATE SET reason = EXCLUDED.reason, fence_vxids = EXCLUDED.fence_vxids, since = now();
+        PERFORM awa.storage_drain(v.target_schema, 'aborted', awa.storage_open_vxids());
     END IF;
     UPDATE awa.storage_transition_state t
        SET state = 'steady', target_schema = NULL, mixed_since = NULL, fence_vxids = NULL,

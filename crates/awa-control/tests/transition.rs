@@ -339,13 +339,9 @@ async fn finalize_waits_for_the_old_substrate_to_drain_and_moves_deferred_work()
     );
 }
 
-#[tokio::test]
-async fn a_transaction_open_when_writes_moved_keeps_the_old_substrate_routed() {
-    let (db, mut conn) = setup().await;
-    transition::prepare(&mut conn, &s("next")).await.unwrap();
-    // A REPEATABLE READ transaction that has its snapshot before mixed.
-    let mut stale = PgConnection::connect(db.url()).await.unwrap();
-    let mut tx = stale.begin().await.unwrap();
+/// A REPEATABLE READ transaction whose snapshot is taken now.
+async fn snapshot_now(conn: &mut PgConnection) -> sqlx::Transaction<'_, sqlx::Postgres> {
+    let mut tx = conn.begin().await.unwrap();
     sqlx::query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
         .execute(&mut *tx)
         .await
@@ -354,6 +350,16 @@ async fn a_transaction_open_when_writes_moved_keeps_the_old_substrate_routed() {
         .execute(&mut *tx)
         .await
         .unwrap();
+    tx
+}
+
+#[tokio::test]
+async fn a_transaction_open_when_writes_moved_keeps_the_old_substrate_routed() {
+    let (db, mut conn) = setup().await;
+    transition::prepare(&mut conn, &s("next")).await.unwrap();
+    // A REPEATABLE READ transaction that has its snapshot before mixed.
+    let mut stale = PgConnection::connect(db.url()).await.unwrap();
+    let mut tx = snapshot_now(&mut stale).await;
     transition::enter_mixed(&mut conn).await.unwrap();
     // Its snapshot still routes to the old substrate: the job lands there.
     let (id, _) = enqueue(&mut tx, 1, None, None).await;
@@ -369,15 +375,7 @@ async fn a_transaction_open_when_writes_moved_keeps_the_old_substrate_routed() {
     // A second stale transaction, open across an abort from mixed.
     transition::prepare(&mut conn, &s("third")).await.unwrap();
     transition::enter_mixed(&mut conn).await.unwrap();
-    let mut tx = stale.begin().await.unwrap();
-    sqlx::query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
-        .execute(&mut *tx)
-        .await
-        .unwrap();
-    sqlx::query("SELECT 1 FROM awa.storage_transition_state")
-        .execute(&mut *tx)
-        .await
-        .unwrap();
+    let mut tx = snapshot_now(&mut stale).await;
     transition::abort(&mut conn).await.unwrap();
     let r = routing::read(&mut conn).await.unwrap();
     assert_eq!(r.write(), &s("next"));

@@ -31,7 +31,7 @@ pub enum MaintError {
     SchemaInUse(String),
 
     #[error(
-        "schema `{0}` is not an Awa substrate, so --reset will not drop it; choose another schema name"
+        "schema `{0}` is not an Awa substrate, so neither --reset nor drop-substrate will drop it; choose another schema name"
     )]
     NotASubstrate(String),
 

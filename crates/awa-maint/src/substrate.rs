@@ -31,24 +31,11 @@ pub async fn prepare(
     let name = shape.schema.as_str();
     let mut did_reset = false;
     if reset {
-        let is_substrate: bool = sqlx::query_scalar(include_str!("../sql/is_substrate.sql"))
-            .bind(name)
-            .fetch_one(&mut *tx)
-            .await?;
         let schema_exists: bool = sqlx::query_scalar(include_str!("../sql/schema_exists.sql"))
             .bind(name)
             .fetch_one(&mut *tx)
             .await?;
-        if schema_exists && !is_substrate {
-            return Err(MaintError::NotASubstrate(name.to_string()));
-        }
-        let in_use: bool = sqlx::query_scalar(include_str!("../sql/substrate_in_use.sql"))
-            .bind(name)
-            .fetch_one(&mut *tx)
-            .await?;
-        if in_use {
-            return Err(MaintError::SchemaInUse(name.to_string()));
-        }
+        let is_substrate = unused_substrate(&mut tx, name, schema_exists).await?;
         if is_substrate {
             sqlx::query(statement(
                 include_str!("../sql/drop_substrate.sql"),
@@ -127,20 +114,7 @@ pub async fn drop_unused(
         .execute(&mut *tx)
         .await?;
     let name = schema.as_str();
-    let is_substrate: bool = sqlx::query_scalar(include_str!("../sql/is_substrate.sql"))
-        .bind(name)
-        .fetch_one(&mut *tx)
-        .await?;
-    if !is_substrate {
-        return Err(MaintError::NotASubstrate(name.to_string()));
-    }
-    let in_use: bool = sqlx::query_scalar(include_str!("../sql/substrate_in_use.sql"))
-        .bind(name)
-        .fetch_one(&mut *tx)
-        .await?;
-    if in_use {
-        return Err(MaintError::SchemaInUse(name.to_string()));
-    }
+    unused_substrate(&mut tx, name, true).await?;
     let holds: bool = sqlx::query_scalar(statement(
         include_str!("../sql/substrate_holds_work.sql"),
         schema,
@@ -155,4 +129,28 @@ pub async fn drop_unused(
         .await?;
     tx.commit().await?;
     Ok(())
+}
+
+/// Whether `name` is a substrate, refusing a schema that routing uses, and
+/// (when `must_be` says it exists) one that exists but is not a substrate.
+async fn unused_substrate(
+    conn: &mut PgConnection,
+    name: &str,
+    must_be: bool,
+) -> Result<bool, MaintError> {
+    let is_substrate: bool = sqlx::query_scalar(include_str!("../sql/is_substrate.sql"))
+        .bind(name)
+        .fetch_one(&mut *conn)
+        .await?;
+    if must_be && !is_substrate {
+        return Err(MaintError::NotASubstrate(name.to_string()));
+    }
+    let in_use: bool = sqlx::query_scalar(include_str!("../sql/substrate_in_use.sql"))
+        .bind(name)
+        .fetch_one(&mut *conn)
+        .await?;
+    if in_use {
+        return Err(MaintError::SchemaInUse(name.to_string()));
+    }
+    Ok(is_substrate)
 }
