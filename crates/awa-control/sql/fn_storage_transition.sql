@@ -151,8 +151,9 @@ END
 $fn$;
 
 -- mixed -> steady on the target. Refused while the old substrate holds a
--- non-terminal job, or a live runtime has not registered the target (it
--- would keep working only the old substrate). Deferred and dead-lettered
+-- non-terminal job, or a live runtime that uses the old substrate (or
+-- registers none) has not registered the target (it would keep working
+-- only the old substrate). Deferred and dead-lettered
 -- jobs of the old substrate are moved to the target first, here, so
 -- scheduled work far in the future does not hold finalize back. The old
 -- substrate is then read-only history: it goes to storage_draining with
@@ -181,6 +182,13 @@ BEGIN
        AND r.last_seen_at > now() - interval '60 seconds'
        AND NOT EXISTS (SELECT 1 FROM awa.runtime_storage_backends b
                         WHERE b.instance_id = r.instance_id AND b.schema_name = v.target_schema)
+       -- It uses the old substrate, or registers nothing (a runtime that
+       -- does not follow the routing works the default). One pinned to
+       -- an unrelated substrate does not hold the move back.
+       AND (EXISTS (SELECT 1 FROM awa.runtime_storage_backends b
+                     WHERE b.instance_id = r.instance_id AND b.schema_name = v.active_schema)
+            OR NOT EXISTS (SELECT 1 FROM awa.runtime_storage_backends b
+                            WHERE b.instance_id = r.instance_id))
      ORDER BY r.started_at
      LIMIT 1;
     IF FOUND THEN

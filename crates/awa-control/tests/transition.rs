@@ -468,6 +468,21 @@ async fn finalize_waits_for_a_live_runtime_that_has_not_registered_the_target() 
     )
     .await
     .unwrap();
+    // One pinned to an unrelated substrate does not hold the move back.
+    let elsewhere = uuid::Uuid::new_v4();
+    awa_control::runtimes::register(
+        &mut conn,
+        &awa_control::runtimes::RuntimeInfo {
+            instance_id: elsewhere,
+            role: "worker",
+            queues: vec!["q".into()],
+        },
+    )
+    .await
+    .unwrap();
+    routing::register_backends(&mut conn, elsewhere, &awa_core::Routing::fixed(s("third")))
+        .await
+        .unwrap();
     transition::prepare(&mut conn, &s("next")).await.unwrap();
     transition::enter_mixed(&mut conn).await.unwrap();
     refused(transition::finalize(&mut conn).await, &stale.to_string());

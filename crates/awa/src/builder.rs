@@ -400,11 +400,24 @@ impl ClientBuilder {
             },
         )
         .await?;
-        if self.schema.is_none() {
+        match &self.schema {
             // Registers this runtime's substrates too, so finalize can see
             // it has picked up a target.
-            worker.follow_routing(awa_control::routing::follow(&self.pool, Some(instance)).await?);
-        }
+            None => worker
+                .follow_routing(awa_control::routing::follow(&self.pool, Some(instance)).await?),
+            // A pinned runtime names its one substrate, so a move between
+            // others does not wait for it.
+            Some(schema) => {
+                let mut conn = self.pool.acquire().await?;
+                awa_control::routing::register_backends(
+                    &mut conn,
+                    instance,
+                    &awa_core::Routing::fixed(schema.clone()),
+                )
+                .await?;
+                &mut worker
+            }
+        };
 
         let (stop_maint, maint_rx) = watch::channel(false);
         let maintenance = self.maintenance.as_ref().map(|settings| {

@@ -75,7 +75,10 @@ async fn run_worker(cli: &Cli, args: &WorkerRunArgs) -> Result<(), CliError> {
         Some(schema) => {
             let mut conn = pool.acquire().await?;
             db::require_substrate(&mut conn, schema).await?;
-            awa_control::routing::fixed(schema.clone())
+            let fixed = awa_control::routing::fixed(schema.clone());
+            awa_control::routing::register_backends(&mut conn, config.instance_id, &fixed.borrow())
+                .await?;
+            fixed
         }
         None => awa_control::routing::follow(&pool, Some(config.instance_id)).await?,
     };
