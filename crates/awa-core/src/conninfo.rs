@@ -79,15 +79,17 @@ pub fn connect_options(url: &str) -> Result<PgConnectOptions, UrlError> {
             ),
         });
     }
-    let options = PgConnectOptions::from_str(url.trim()).map_err(|e| UrlError::Invalid {
-        shown: redact_conninfo(url),
-        // sqlx wraps its own configuration errors once more.
-        reason: scrub(&e.to_string(), url).replacen(
-            "error with configuration: error with configuration: ",
-            "error with configuration: ",
-            1,
-        ),
-    })?;
+    let options = PgConnectOptions::from_str(url.trim())
+        .map(without_jit)
+        .map_err(|e| UrlError::Invalid {
+            shown: redact_conninfo(url),
+            // sqlx wraps its own configuration errors once more.
+            reason: scrub(&e.to_string(), url).replacen(
+                "error with configuration: error with configuration: ",
+                "error with configuration: ",
+                1,
+            ),
+        })?;
     let mode = options.get_ssl_mode();
     let verifying = matches!(mode, PgSslMode::VerifyCa | PgSslMode::VerifyFull);
     let require = matches!(mode, PgSslMode::Require);
@@ -112,6 +114,17 @@ pub fn connect_options(url: &str) -> Result<PgConnectOptions, UrlError> {
         return Ok(options.ssl_mode(PgSslMode::VerifyCa));
     }
     Ok(options)
+}
+
+/// Sessions Awa opens itself run with `jit = off`. Every statement Awa
+/// sends is short, over small or never-analyzed ring partitions whose
+/// estimates are far too high; PostgreSQL would JIT-compile the read views
+/// (measured: `jobs ORDER BY id DESC LIMIT 100` on a 32-slot substrate,
+/// 16 s with JIT, 17 ms without). Pools an application builds itself keep
+/// their own settings; the functions behind the read views set it for
+/// themselves where they can.
+fn without_jit(options: PgConnectOptions) -> PgConnectOptions {
+    options.options([("jit", "off")])
 }
 
 /// The root certificate file named by the URL (the last of the names sqlx

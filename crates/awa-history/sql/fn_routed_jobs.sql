@@ -7,7 +7,9 @@
 -- 'email' AND state = 'failed'`); each substrate's `jobs` view is read in
 -- full, so for large histories filter inside one substrate's view instead.
 CREATE OR REPLACE FUNCTION {schema}.routed_jobs()
-RETURNS SETOF {schema}.jobs LANGUAGE plpgsql STABLE AS $fn$
+-- jit = off: the views' estimates over never-analyzed ring partitions are
+-- far too high, and compiling them costs seconds (see conninfo.rs).
+RETURNS SETOF {schema}.jobs LANGUAGE plpgsql STABLE SET jit = off AS $fn$
 DECLARE
     v_schema text;
 BEGIN
