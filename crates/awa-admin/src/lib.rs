@@ -89,6 +89,11 @@ pub fn router(state: AppState) -> axum::Router {
     routes::router(state)
 }
 
+/// Listen on `addr` (port 0: any free port; `local_addr` says which).
+pub async fn bind(addr: std::net::SocketAddr) -> std::io::Result<tokio::net::TcpListener> {
+    tokio::net::TcpListener::bind(addr).await
+}
+
 /// Serve until `shutdown` resolves.
 pub async fn serve(
     listener: tokio::net::TcpListener,

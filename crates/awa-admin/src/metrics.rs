@@ -291,3 +291,10 @@ pub fn worker_router(metrics: Metrics) -> axum::Router {
         }),
     )
 }
+
+/// Serve [`worker_router`] on `listener` until the process ends.
+pub async fn serve_worker(listener: tokio::net::TcpListener, metrics: Metrics) {
+    if let Err(err) = axum::serve(listener, worker_router(metrics)).await {
+        tracing::warn!(error = %err, "the metrics endpoint stopped");
+    }
+}
