@@ -18,6 +18,7 @@ use std::time::Duration;
 
 #[derive(Debug)]
 struct Instruments {
+    enqueued: Counter<u64>,
     claimed: Counter<u64>,
     completed: Counter<u64>,
     retried: Counter<u64>,
@@ -53,6 +54,7 @@ pub fn init(meter: &Meter) {
             .build()
     };
     let _ = INSTRUMENTS.set(Instruments {
+        enqueued: counter("awa_jobs_enqueued", "Jobs inserted through the awa client"),
         claimed: counter("awa_jobs_claimed", "Jobs claimed by this process"),
         completed: counter("awa_jobs_completed", "Jobs completed (accepted finishes)"),
         retried: counter("awa_jobs_retried", "Attempts that failed and were scheduled to retry"),
@@ -81,6 +83,13 @@ fn labels(queue: &str, kind: &str) -> [KeyValue; 2] {
         KeyValue::new("queue", queue.to_string()),
         KeyValue::new("kind", kind.to_string()),
     ]
+}
+
+/// One job inserted by a producer in this process (the `awa` client).
+pub fn enqueued(queue: &str, kind: &str) {
+    if let Some(m) = INSTRUMENTS.get() {
+        m.enqueued.add(1, &labels(queue, kind));
+    }
 }
 
 pub(crate) fn claimed(queue: &str, kind: &str) {
