@@ -5,6 +5,7 @@ mod dlq;
 mod job;
 mod maint;
 mod queue;
+mod serve;
 mod worker;
 
 pub use cron::*;
@@ -12,6 +13,7 @@ pub use dlq::*;
 pub use job::*;
 pub use maint::*;
 pub use queue::*;
+pub use serve::*;
 pub use worker::*;
 
 use clap::{Args, Parser, Subcommand};
@@ -82,6 +84,9 @@ pub enum Command {
     /// Periodic jobs: list, add, remove, pause, resume, run-now.
     #[command(subcommand)]
     Cron(CronCommand),
+    /// Serve the admin API, the dashboard page and /metrics (127.0.0.1:8088
+    /// by default; actions need AWA_ADMIN_TOKEN, without it read-only).
+    Serve(ServeArgs),
 }
 
 #[derive(Debug, Args)]
@@ -99,7 +104,7 @@ pub enum StorageCommand {
     /// Install a queue-storage substrate in a schema (activation-neutral).
     PrepareQueueStorageSchema(PrepareArgs),
     /// Show schema version, substrates, rings and transition state.
-    Status,
+    Status(StorageStatusArgs),
     /// Grant a role exactly what workers, maintenance and the job/dlq
     /// commands need on a substrate (per table and operation; no DDL, no
     /// write on installer code or the schema version). Re-run to converge.
@@ -135,6 +140,13 @@ pub struct DropSubstrateArgs {
     /// Confirm: the substrate's retained history is deleted with it.
     #[arg(long)]
     pub yes: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct StorageStatusArgs {
+    /// Alert when a snapshot has held reclamation back longer than this.
+    #[arg(long, value_name = "DURATION", default_value = "5m")]
+    pub pinned_alert_after: String,
 }
 
 /// `awa --schema S storage configure ...` (default `awa`).

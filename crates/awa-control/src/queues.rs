@@ -19,6 +19,7 @@ pub struct QueueConfig {
 
 /// A queue's settings after a change.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct QueueSettings {
     pub queue: String,
     pub dlq_enabled: bool,
@@ -27,6 +28,26 @@ pub struct QueueSettings {
     pub priority_aging_secs: Option<f64>,
     pub dlq_retention_secs: f64,
     pub paused: bool,
+}
+
+/// The settings of every configured queue, by name.
+pub async fn list(conn: &mut PgConnection) -> Result<Vec<QueueSettings>, ControlError> {
+    let rows = sqlx::query(include_str!("../sql/queue_settings_list.sql"))
+        .fetch_all(conn)
+        .await?;
+    Ok(rows.into_iter().map(settings).collect())
+}
+
+fn settings(row: sqlx::postgres::PgRow) -> QueueSettings {
+    QueueSettings {
+        queue: row.get("queue"),
+        dlq_enabled: row.get("dlq_enabled"),
+        max_attempts: row.get("max_attempts"),
+        shard_count: row.get("shard_count"),
+        priority_aging_secs: row.get("aging_secs"),
+        dlq_retention_secs: row.get("dlq_retention_secs"),
+        paused: row.get("paused"),
+    }
 }
 
 impl QueueConfig {
@@ -69,14 +90,6 @@ impl QueueConfig {
             .bind(self.paused)
             .fetch_one(conn)
             .await?;
-        Ok(QueueSettings {
-            queue: row.get("queue"),
-            dlq_enabled: row.get("dlq_enabled"),
-            max_attempts: row.get("max_attempts"),
-            shard_count: row.get("shard_count"),
-            priority_aging_secs: row.get("aging_secs"),
-            dlq_retention_secs: row.get("dlq_retention_secs"),
-            paused: row.get("paused"),
-        })
+        Ok(settings(row))
     }
 }

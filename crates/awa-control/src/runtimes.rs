@@ -55,6 +55,42 @@ pub async fn gc(conn: &mut PgConnection, older_than: Duration) -> Result<u64, Co
     Ok(done.rows_affected())
 }
 
+/// A registered process as operators see it.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct RuntimeEntry {
+    pub instance_id: uuid::Uuid,
+    pub host: String,
+    pub pid: i32,
+    pub role: String,
+    pub queues: Vec<String>,
+    pub started_at: chrono::DateTime<chrono::Utc>,
+    pub last_seen_at: chrono::DateTime<chrono::Utc>,
+    /// Seconds since its last heartbeat, on the database's clock.
+    pub seen_secs_ago: f64,
+}
+
+/// Every registered process, most recently seen first.
+pub async fn list(conn: &mut PgConnection) -> Result<Vec<RuntimeEntry>, ControlError> {
+    use sqlx::Row;
+    let rows = sqlx::query(include_str!("../sql/runtime_list.sql"))
+        .fetch_all(conn)
+        .await?;
+    Ok(rows
+        .into_iter()
+        .map(|r| RuntimeEntry {
+            instance_id: r.get("instance_id"),
+            host: r.get("host"),
+            pid: r.get("pid"),
+            role: r.get("role"),
+            queues: r.get("queues"),
+            started_at: r.get("started_at"),
+            last_seen_at: r.get("last_seen_at"),
+            seen_secs_ago: r.get("seen_secs_ago"),
+        })
+        .collect())
+}
+
 /// How often a registered process refreshes its entry. Entries not seen
 /// for a while are removed by maintenance (`runtime_gc`).
 pub const TOUCH_INTERVAL: Duration = Duration::from_secs(10);

@@ -7,6 +7,7 @@ use chrono::{DateTime, Utc};
 use sqlx::{PgConnection, Row};
 
 #[derive(Debug, Clone, serde::Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct RingCursor {
     pub ring: String,
     pub generation: i64,
@@ -15,6 +16,7 @@ pub struct RingCursor {
 }
 
 #[derive(Debug, Clone, serde::Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct SlotRows {
     pub ring: String,
     pub slot: i32,
@@ -23,6 +25,7 @@ pub struct SlotRows {
 }
 
 #[derive(Debug, Clone, serde::Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct RingOutcome {
     pub ring: String,
     pub task: String,
@@ -32,6 +35,7 @@ pub struct RingOutcome {
 }
 
 #[derive(Debug, Clone, serde::Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct SubstrateStatus {
     pub schema: SchemaName,
     pub slots: SlotCounts,
@@ -56,6 +60,7 @@ pub struct SubstrateStatus {
 
 /// A runtime's use of one substrate (`awa.runtime_storage_backends`).
 #[derive(Debug, Clone, serde::Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct RuntimeBackend {
     pub instance_id: uuid::Uuid,
     pub role: String,
@@ -67,6 +72,7 @@ pub struct RuntimeBackend {
 }
 
 #[derive(Debug, Clone, serde::Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct LeaderStatus {
     pub instance_id: uuid::Uuid,
     pub host: String,
@@ -78,14 +84,58 @@ pub struct LeaderStatus {
 }
 
 #[derive(Debug, Clone, serde::Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct PinnedSnapshot {
     pub pid: i32,
     pub usename: Option<String>,
     pub state: Option<String>,
     pub age_secs: f64,
+    /// What the session runs or last ran (first 1000 characters), when
+    /// this role may see it.
+    pub query: Option<String>,
+}
+
+/// How long a snapshot may hold reclamation back before operators are
+/// alerted (`awa storage status`, `awa serve`), unless they choose another.
+pub const DEFAULT_PINNED_ALERT: std::time::Duration = std::time::Duration::from_secs(300);
+
+/// A snapshot that has held reclamation back longer than the threshold.
+#[derive(Debug, Clone, serde::Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct PinnedAlert {
+    pub threshold_secs: f64,
+    pub pid: i32,
+    pub age_secs: f64,
+    pub query: Option<String>,
+    /// One line naming the session, for text output and the page.
+    pub message: String,
+}
+
+impl PinnedSnapshot {
+    /// The alert, when this snapshot is older than `threshold`.
+    pub fn alert(&self, threshold: std::time::Duration) -> Option<PinnedAlert> {
+        let threshold_secs = threshold.as_secs_f64();
+        (self.age_secs > threshold_secs).then(|| PinnedAlert {
+            threshold_secs,
+            pid: self.pid,
+            age_secs: self.age_secs,
+            query: self.query.clone(),
+            message: format!(
+                "backend pid {} has held a snapshot for {:.0}s (over the {:.0}s threshold): \
+                 prune cannot truncate until it ends; it runs {}",
+                self.pid,
+                self.age_secs,
+                threshold_secs,
+                self.query
+                    .as_deref()
+                    .map_or("an unknown query".to_string(), |q| format!("{q:?}"))
+            ),
+        })
+    }
 }
 
 #[derive(Debug, Clone, Default, serde::Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct MaintenanceStatus {
     pub leader: Option<LeaderStatus>,
     /// The oldest snapshot older than a few seconds: it delays prune.
@@ -93,6 +143,7 @@ pub struct MaintenanceStatus {
 }
 
 #[derive(Debug, Clone, serde::Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct TransitionState {
     pub state: String,
     pub active_schema: String,
@@ -107,6 +158,7 @@ pub struct TransitionState {
 }
 
 #[derive(Debug, Clone, serde::Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct StorageStatus {
     pub schema_version: Option<i32>,
     pub substrates: Vec<SubstrateStatus>,
@@ -278,6 +330,7 @@ pub async fn storage_status(conn: &mut PgConnection) -> Result<StorageStatus, Co
             usename: row.get("usename"),
             state: row.get("state"),
             age_secs: row.get("age_secs"),
+            query: row.get("query"),
         });
     Ok(StorageStatus {
         schema_version,

@@ -11,6 +11,7 @@ use std::fmt;
 )]
 #[serde(transparent)]
 #[sqlx(transparent)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct JobId(pub i64);
 
 impl fmt::Display for JobId {
@@ -25,6 +26,7 @@ impl fmt::Display for JobId {
 )]
 #[serde(transparent)]
 #[sqlx(transparent)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct RunLease(pub i64);
 
 impl fmt::Display for RunLease {

@@ -71,6 +71,7 @@ pub struct ClaimedJob {
 /// Where a job is in its lifecycle, as the planes together report it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub enum JobState {
     Available,
     Scheduled,
@@ -191,19 +192,24 @@ impl NewJob {
     pub const MAX_UNIQUE_KEY_LEN: usize = 512;
     pub const MAX_ATTEMPTS: i32 = crate::bounds::MAX_ATTEMPTS.max as i32;
 
-    /// Check what the types cannot: kind, max attempts, unique key.
-    pub fn validate(&self) -> Result<(), crate::InvalidInput> {
-        use crate::InvalidInput;
-        if self.kind.is_empty()
-            || self.kind.len() > Self::MAX_KIND_LEN
-            || self.kind.chars().any(char::is_control)
+    /// A job kind as every producer and reader accepts it: 1 to 255 bytes
+    /// without control characters (also used to validate kind filters).
+    pub fn check_kind(kind: &str) -> Result<(), crate::InvalidInput> {
+        if kind.is_empty() || kind.len() > Self::MAX_KIND_LEN || kind.chars().any(char::is_control)
         {
-            return Err(InvalidInput::Name {
+            return Err(crate::InvalidInput::Name {
                 what: "job kind",
-                value: self.kind.clone(),
+                value: kind.to_string(),
                 why: "it must be 1 to 255 bytes without control characters".into(),
             });
         }
+        Ok(())
+    }
+
+    /// Check what the types cannot: kind, max attempts, unique key.
+    pub fn validate(&self) -> Result<(), crate::InvalidInput> {
+        use crate::InvalidInput;
+        Self::check_kind(&self.kind)?;
         if let Some(max) = self.max_attempts {
             crate::bounds::CountBound {
                 hint: "a job runs at least once; leave it unset for the queue default",

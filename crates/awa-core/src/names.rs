@@ -48,6 +48,7 @@ fn check_ident(what: &'static str, value: &str) -> Result<(), InvalidInput> {
 /// The name of a queue-storage substrate schema (`awa` is the default).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
 #[serde(transparent)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct SchemaName(String);
 
 impl SchemaName {

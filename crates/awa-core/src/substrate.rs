@@ -6,6 +6,7 @@ use crate::{InvalidInput, SchemaName};
 /// SQL installer, which is the authority; these exist so the CLI can give
 /// the error before opening a connection.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct SlotCounts {
     pub queue: i32,
     pub lease: i32,

@@ -23,6 +23,7 @@ impl Selection {
 }
 
 #[derive(Debug, Clone, serde::Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct DlqEntry {
     pub job_id: JobId,
     pub queue: String,
@@ -39,6 +40,7 @@ pub struct DlqEntry {
 
 /// What a retry did with the selected entries.
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Retried {
     /// Moved back to their queues, in the order they were dead-lettered.
     pub retried: Vec<JobId>,
@@ -50,6 +52,7 @@ pub struct Retried {
 /// A dead-lettered job that was not retried because a newer job holds its
 /// unique key; retry it once that job has finished, or purge it.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct KeyHeld {
     pub job_id: JobId,
     pub unique_key: String,

@@ -18,11 +18,14 @@
 //! (awa-history), ring cursors (awa-control). It never truncates.
 
 mod error;
+pub mod metrics;
 mod plane;
 pub mod worker;
 
 pub use error::Error as ExecError;
-pub use plane::{ExecPlane, Finish, Finished, Frontier, PgExecPlane, Progress, Published};
+pub use plane::{
+    AttemptProgress, ExecPlane, Finish, Finished, Frontier, PgExecPlane, Progress, Published,
+};
 
 /// DDL: defines `awa.install_exec_plane(schema, lease_slots, claim_slots)`.
 pub const INSTALL_SQL: &str = include_str!("../sql/install_exec_plane.sql");

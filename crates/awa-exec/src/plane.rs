@@ -209,6 +209,41 @@ impl PgExecPlane {
     pub fn new(schema: SchemaName) -> Self {
         Self { schema }
     }
+
+    /// What the job's attempts reported with their heartbeats (operators'
+    /// view; `None`: nothing reported, or the job has finished).
+    pub async fn attempt_progress(
+        &self,
+        conn: &mut PgConnection,
+        job: JobId,
+    ) -> Result<Option<AttemptProgress>, ExecError> {
+        let row = sqlx::query(statement(
+            include_str!("../sql/attempt_progress.sql"),
+            &self.schema,
+        ))
+        .bind(job.0)
+        .fetch_optional(conn)
+        .await?;
+        Ok(row.map(|r| AttemptProgress {
+            run_lease: r.get("run_lease"),
+            percent: r.get("percent"),
+            message: r.get("message"),
+            checkpoint: r.get("checkpoint"),
+            updated_at: r.get("updated_at"),
+        }))
+    }
+}
+
+/// Progress of a job's attempts as last reported by a heartbeat.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct AttemptProgress {
+    /// The attempt (run lease) that reported it.
+    pub run_lease: i64,
+    pub percent: Option<i16>,
+    pub message: Option<String>,
+    pub checkpoint: Option<serde_json::Value>,
+    pub updated_at: chrono::DateTime<chrono::Utc>,
 }
 
 #[async_trait]
@@ -221,6 +256,7 @@ impl ExecPlane for PgExecPlane {
         frontier: &mut Frontier,
         instance: Option<uuid::Uuid>,
     ) -> Result<Vec<ClaimedJob>, ExecError> {
+        let began = std::time::Instant::now();
         let rows = sqlx::query(statement(
             include_str!("../sql/call_claim.sql"),
             &self.schema,
@@ -232,6 +268,7 @@ impl ExecPlane for PgExecPlane {
         .bind(instance)
         .fetch_all(conn)
         .await?;
+        crate::metrics::claim_round_trip(queue.as_str(), began.elapsed());
         let mut jobs = Vec::with_capacity(rows.len());
         for row in rows {
             frontier.seq = row.get("next_seq");
@@ -240,6 +277,7 @@ impl ExecPlane for PgExecPlane {
             let Some(job_id) = row.get::<Option<i64>, _>("job_id") else {
                 continue;
             };
+            crate::metrics::claimed(queue.as_str(), &row.get::<String, _>("kind"));
             jobs.push(ClaimedJob {
                 token: AttemptToken {
                     job_id: JobId(job_id),
@@ -281,6 +319,7 @@ impl ExecPlane for PgExecPlane {
         let delays: Vec<Option<f64>> = batch.iter().map(|(_, f)| f.delay_secs()).collect();
         let stored_errors: Vec<_> = batch.iter().map(|(_, f)| f.error()).collect();
         let errors: Vec<Option<&str>> = stored_errors.iter().map(|e| e.as_deref()).collect();
+        let began = std::time::Instant::now();
         let rows = sqlx::query(statement(
             include_str!("../sql/call_finish.sql"),
             &self.schema,
@@ -295,6 +334,7 @@ impl ExecPlane for PgExecPlane {
         .bind(errors)
         .fetch_all(conn)
         .await?;
+        crate::metrics::finish_round_trip(began.elapsed());
         Ok(rows
             .into_iter()
             .map(|row| Finished {

@@ -12,9 +12,11 @@
 //! retained for as long as its queue-ring slot lives.
 
 mod error;
+mod operator;
 mod plane;
 
 pub use error::Error as HistoryError;
+pub use operator::{JobFilter, ThroughputPoint};
 pub use plane::{HistoryPlane, JobView, PendingState, PgHistoryPlane, PrunedHorizon, QueueStats};
 
 /// DDL: defines `awa.install_history_plane(schema, queue_slots)`.

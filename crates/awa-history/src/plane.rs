@@ -9,6 +9,7 @@ use std::collections::BTreeMap;
 
 /// One job as the planes together describe it.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct JobView {
     pub id: JobId,
     pub queue: String,
@@ -101,9 +102,13 @@ impl PgHistoryPlane {
     pub fn new(schema: SchemaName) -> Self {
         Self { schema }
     }
+
+    pub(crate) fn schema(&self) -> &SchemaName {
+        &self.schema
+    }
 }
 
-fn job_view(row: PgRow) -> JobView {
+pub(crate) fn job_view(row: PgRow) -> JobView {
     let state: String = row.get("state");
     JobView {
         id: JobId(row.get("id")),

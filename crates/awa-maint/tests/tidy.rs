@@ -57,7 +57,11 @@ fn every_sql_file_is_used_by_its_crate() {
 #[test]
 fn only_plane_and_composition_crates_issue_sql() {
     let root = workspace_root();
-    for krate in ["crates/awa-cli/src", "crates/awa-core/src"] {
+    for krate in [
+        "crates/awa-cli/src",
+        "crates/awa-core/src",
+        "crates/awa-admin/src",
+    ] {
         let mut rust = Vec::new();
         files_with_ext(&root.join(krate), "rs", &mut rust);
         for file in rust {

@@ -223,6 +223,7 @@ impl Client {
             .await?
             .enqueue_copy(&mut conn, &new)
             .await?;
+        count_enqueued(&new, &done);
         Ok(done.into_iter().map(Inserted::from).collect())
     }
 
@@ -237,6 +238,7 @@ impl Client {
             .await?
             .enqueue(&mut conn, jobs)
             .await?;
+        count_enqueued(jobs, &done);
         Ok(done.into_iter().map(Inserted::from).collect())
     }
 
@@ -327,5 +329,18 @@ pub(crate) async fn connect_pool(url: &str, max_connections: u32) -> Result<PgPo
             awa_core::redact::redact_conninfo(url),
             CONNECT_TIMEOUT.as_secs()
         ))),
+    }
+}
+
+/// `awa_jobs_enqueued_total`: jobs this process inserted (not those whose
+/// unique key was held), counted when the call returns: on a transaction
+/// the caller later rolls back they are counted all the same.
+fn count_enqueued(jobs: &[NewJob], done: &[awa_ready::Enqueued]) {
+    if awa_exec::metrics::enabled() {
+        for (job, e) in jobs.iter().zip(done) {
+            if e.inserted {
+                awa_exec::metrics::enqueued(job.queue.as_str(), &job.kind);
+            }
+        }
     }
 }

@@ -46,6 +46,10 @@ pub struct WorkerRunArgs {
     /// scheduled jobs then wait for a maintenance leader elsewhere.
     #[arg(long)]
     pub no_maintenance: bool,
+    /// Serve Prometheus metrics of this worker at http://ADDR/metrics
+    /// (e.g. 127.0.0.1:9464). Off by default.
+    #[arg(long, value_name = "ADDR")]
+    pub metrics_addr: Option<std::net::SocketAddr>,
     #[command(flatten)]
     pub cadence: super::maint::MaintCadence,
 }

@@ -6,6 +6,7 @@ mod job;
 mod maint;
 mod migrate;
 mod queue;
+mod serve;
 mod storage;
 mod worker;
 
@@ -22,5 +23,6 @@ pub async fn run(cli: Cli) -> Result<(), CliError> {
         Command::Worker(cmd) => worker::run(&cli, cmd).await,
         Command::Maint(cmd) => maint::run(&cli, cmd).await,
         Command::Cron(cmd) => cron::run(&cli, cmd).await,
+        Command::Serve(args) => serve::run(&cli, args).await,
     }
 }

@@ -2,7 +2,7 @@
 
 use crate::cli::{
     Cli, DropSubstrateArgs, GrantArgs, PrepareArgs, StorageCommand, StorageConfigureArgs,
-    TransitionPrepareArgs,
+    StorageStatusArgs, TransitionPrepareArgs,
 };
 use crate::input;
 use crate::{db, error::CliError, output};
@@ -14,7 +14,7 @@ use awa_maint::substrate::{self, PrepareOutcome};
 pub async fn run(cli: &Cli, cmd: &StorageCommand) -> Result<(), CliError> {
     match cmd {
         StorageCommand::PrepareQueueStorageSchema(args) => prepare(cli, args).await,
-        StorageCommand::Status => status(cli).await,
+        StorageCommand::Status(args) => status(cli, args).await,
         StorageCommand::GrantRuntimeRole(args) => grant(cli, args).await,
         StorageCommand::Configure(args) => configure(cli, args).await,
         StorageCommand::Prepare(args) => transition_prepare(cli, args).await,
@@ -208,7 +208,8 @@ async fn prepare(cli: &Cli, args: &PrepareArgs) -> Result<(), CliError> {
     Ok(())
 }
 
-async fn status(cli: &Cli) -> Result<(), CliError> {
+async fn status(cli: &Cli, args: &StorageStatusArgs) -> Result<(), CliError> {
+    let threshold = input::duration("--pinned-alert-after", &args.pinned_alert_after)?;
     let url = db::require_url(&cli.database_url)?;
     let mut conn = db::connect(url).await?;
     let status = awa_control::status::storage_status(&mut conn).await?;
@@ -221,8 +222,20 @@ async fn status(cli: &Cli) -> Result<(), CliError> {
         }
         .into());
     }
-    output::emit(cli.json, &status, || {
+    let alert = status
+        .maintenance
+        .pinned_snapshot
+        .as_ref()
+        .and_then(|p| p.alert(threshold));
+    let value = serde_json::json!({ "status": &status, "pinned_alert": &alert });
+    // The JSON keeps its fields at the top level, plus `pinned_alert`.
+    let mut value = value["status"].clone();
+    value["pinned_alert"] = serde_json::to_value(&alert).unwrap_or_default();
+    output::emit(cli.json, &value, || {
         let mut out = String::new();
+        if let Some(a) = &alert {
+            out.push_str(&format!("ALERT: {}\n", output::clean(&a.message)));
+        }
         match status.schema_version {
             None => out.push_str("schema version: none (run `awa migrate`)\n"),
             Some(v) => out.push_str(&format!(

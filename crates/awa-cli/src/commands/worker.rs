@@ -59,6 +59,11 @@ async fn run_worker(cli: &Cli, args: &WorkerRunArgs) -> Result<(), CliError> {
     // maintenance and the exit check.
     let pool_size = ((concurrency / 4 + 4) as u32).min(MAX_POOL);
     let pool = db::pool_migrated(url, pool_size).await?;
+    // Kept for the life of the worker: its instruments record into it.
+    let _metrics = match args.metrics_addr {
+        Some(addr) => Some(super::serve::metrics_endpoint(addr).await?),
+        None => None,
+    };
 
     let registration = awa_control::runtimes::Registration::start(
         &pool,

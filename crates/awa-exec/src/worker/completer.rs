@@ -210,6 +210,7 @@ fn record(
 ) {
     // `finish` answers in input order, one row per item.
     for (i, f) in finished.iter().enumerate() {
+        crate::metrics::finished(f, about.get(i).and_then(|a| a.as_deref()));
         if f.accepted {
             stats.record(f.next_state);
             if let (Some(tx), Some(state), Some(Some(job)), Some((_, finish))) =

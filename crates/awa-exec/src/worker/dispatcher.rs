@@ -346,7 +346,7 @@ fn start_job(
         return;
     }
     let lost = entry.lost.clone();
-    let about = d.events.then(|| {
+    let about = (d.events || crate::metrics::enabled()).then(|| {
         Arc::new(About {
             queue: job.queue.clone(),
             kind: job.kind.clone(),
@@ -370,6 +370,7 @@ fn start_job(
             let began = std::time::Instant::now();
             let result = run_handler(handler, ctx).await;
             record_duration(&avg, began.elapsed());
+            crate::metrics::handler_ran(about.as_deref(), began.elapsed());
             let finish = finish_for(result);
             let mine = in_flight
                 .lock()

@@ -1,0 +1,81 @@
+//! `awa serve`: the admin API, the dashboard and `/metrics`
+//! (`awa_admin`), on the substrate the other commands use.
+//!
+//! The token is read from AWA_ADMIN_TOKEN only (a flag would show in the
+//! process list) and never printed; without it the server is read-only and
+//! says so.
+
+use crate::cli::{Cli, ServeArgs};
+use crate::{db, error::CliError, input, shutdown};
+use awa_admin::{AdminConfig, AppState, Token};
+
+/// Connections the server may hold: reads are short, one per request.
+const POOL: u32 = 8;
+
+pub async fn run(cli: &Cli, args: &ServeArgs) -> Result<(), CliError> {
+    let pinned_alert = input::duration("--pinned-alert-after", &args.pinned_alert_after)?;
+    let token = match std::env::var("AWA_ADMIN_TOKEN") {
+        Ok(t) if !t.is_empty() => Some(Token::new(&t).map_err(|e| CliError::Usage(e.to_string()))?),
+        _ => None,
+    };
+    if args.require_token_for_reads && token.is_none() {
+        return Err(CliError::Usage(
+            "--require-token-for-reads needs AWA_ADMIN_TOKEN to be set".into(),
+        ));
+    }
+    let url = db::require_url(&cli.database_url)?;
+    let pool = db::pool_migrated(url, POOL).await?;
+    // The pinned substrate, or the one the routing writes to now (the
+    // server does not yet follow a transition while it runs).
+    let schema = {
+        let mut conn = pool.acquire().await?;
+        db::routing(cli, &mut conn).await?.write().clone()
+    };
+    let mut config = AdminConfig::new(schema);
+    config.token = token;
+    config.token_for_reads = args.require_token_for_reads;
+    config.pinned_alert = pinned_alert;
+    let metrics =
+        awa_admin::metrics::Metrics::install().map_err(|e| CliError::Usage(e.to_string()))?;
+    let listener = awa_admin::bind(args.listen).await.map_err(|e| {
+        CliError::Usage(format!(
+            "cannot listen on {}: {e} (is another server using it? pick one with --listen)",
+            args.listen
+        ))
+    })?;
+    let addr = listener.local_addr().unwrap_or(args.listen);
+    let mode = match (&config.token, config.token_for_reads) {
+        (None, _) => {
+            "read-only: AWA_ADMIN_TOKEN is not set, so actions (cancel, retry, purge, pause) are refused"
+        }
+        (Some(_), false) => "actions need the AWA_ADMIN_TOKEN bearer token; reads are open",
+        (Some(_), true) => "reads and actions need the AWA_ADMIN_TOKEN bearer token",
+    };
+    if !addr.ip().is_loopback() && config.token.is_none() {
+        tracing::warn!(%addr, "serving beyond loopback without a token: anyone who can reach it can read job data");
+    }
+    eprintln!(
+        "awa serve: http://{addr}/ on schema {} ({mode})",
+        config.schema
+    );
+    let state = AppState::new(pool, config, Some(metrics.clone()));
+    let served = awa_admin::serve(listener, state, shutdown::signalled()).await;
+    metrics.shutdown();
+    served.map_err(|e| CliError::Usage(format!("the admin server stopped: {e}")))
+}
+
+/// `awa worker run --metrics-addr ADDR`: this process's metrics at
+/// `http://ADDR/metrics`, served until the process ends.
+pub async fn metrics_endpoint(
+    addr: std::net::SocketAddr,
+) -> Result<awa_admin::metrics::Metrics, CliError> {
+    let metrics =
+        awa_admin::metrics::Metrics::install().map_err(|e| CliError::Usage(e.to_string()))?;
+    let listener = awa_admin::bind(addr)
+        .await
+        .map_err(|e| CliError::Usage(format!("cannot listen on {addr} for --metrics-addr: {e}")))?;
+    let bound = listener.local_addr().unwrap_or(addr);
+    eprintln!("awa worker: metrics at http://{bound}/metrics");
+    tokio::spawn(awa_admin::metrics::serve_worker(listener, metrics.clone()));
+    Ok(metrics)
+}
