@@ -84,15 +84,21 @@ pub fn ensure_venv() -> Result<PathBuf, BoxError> {
     Ok(venv)
 }
 
-/// Build the wheel (debug profile) and install it into `venv`.
-pub fn install_wheel(venv: &Path) -> Result<(), BoxError> {
+/// Build the wheel (the debug profile unless `release`) and install it
+/// into `venv`.
+pub fn install_wheel(venv: &Path, release: bool) -> Result<(), BoxError> {
     let out = target_dir().join("wheels/awa-python");
     // One wheel in the folder: the one just built.
     let _ = std::fs::remove_dir_all(&out);
+    let mut maturin = Command::new(venv.join("bin/maturin"));
+    maturin.args(["build", "--quiet"]);
+    if release {
+        maturin.arg("--release");
+    }
     run(
         "maturin build",
-        Command::new(venv.join("bin/maturin"))
-            .args(["build", "--quiet", "--manifest-path"])
+        maturin
+            .arg("--manifest-path")
             .arg(crate_dir().join("Cargo.toml"))
             .arg("--out")
             .arg(&out)

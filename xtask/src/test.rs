@@ -104,7 +104,7 @@ fn python_suite(url: &str) -> bool {
             return false;
         }
     };
-    if let Err(err) = crate::python::install_wheel(&venv) {
+    if let Err(err) = crate::python::install_wheel(&venv, false) {
         eprintln!("error: the Python suite could not build the awa wheel: {err}");
         return false;
     }
