@@ -25,3 +25,13 @@ def test_commands_run_against_the_database(db_url: str) -> None:
         db_url, "job", "enqueue", "--queue", "py_cli", "--kind", "k", "--unique-key", "u", check=False
     )
     assert held.returncode == 0 and again.returncode == 3, "the binary's exit codes"
+
+
+def test_importing_awa_imports_no_optional_dependency() -> None:
+    code = (
+        "import sys, awa, awa.sqlalchemy; "
+        "loaded = [m for m in ('psycopg', 'pydantic', 'sqlalchemy') if m in sys.modules]; "
+        "assert not loaded, loaded"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr

@@ -33,6 +33,13 @@ from ._worker import Context, ExponentialBackoff, FixedBackoff, Worker
 
 __version__ = _awa.__version__
 
+
+def init_logging(filter: str = "awa=info") -> None:
+    """Log the Rust runtime's events to stderr (quiet until called), with
+    a tracing filter such as "awa=debug,sqlx=warn". Once per process."""
+    _awa.init_logging(filter)
+
+
 __all__ = [
     "AwaError",
     "Cancel",
@@ -55,5 +62,6 @@ __all__ = [
     "cli",
     "enqueue",
     "enqueue_many",
+    "init_logging",
     "job",
 ]
