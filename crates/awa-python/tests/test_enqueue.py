@@ -160,6 +160,12 @@ def test_bad_options_are_refused(db_url: str) -> None:
             awa.enqueue(conn, Count(n=1), run_at=datetime.now())
         with pytest.raises(awa.ValidationError, match="unique"):
             awa.enqueue(conn, Count(n=1), unique_key="")
+        with pytest.raises(awa.ValidationError, match="queue"):
+            awa.enqueue(conn, Count(n=1), queue="")
+        with pytest.raises(awa.ValidationError, match="metadata"):
+            awa.enqueue(conn, Count(n=1), metadata=["not", "a", "dict"])
+        with pytest.raises(awa.ValidationError, match="priority"):
+            awa.enqueue(conn, Count(n=1), priority=True)
     with pytest.raises(awa.ValidationError, match="priority"):
         awa.job("k", priority=0)
     with pytest.raises(TypeError, match="dataclass"):

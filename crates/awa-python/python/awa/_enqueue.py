@@ -68,13 +68,18 @@ SQLALCHEMY_SQL = re.sub(r"%\((\w+)\)s", r":\1", SQL)
 
 def _row(job: Any, options: Mapping[str, Any]) -> tuple[Any, ...]:
     spec = spec_of(job)
-    queue = options.get("queue") or spec.queue
+    queue = options.get("queue")
+    queue = spec.queue if queue is None else queue
     priority = options.get("priority")
     priority = spec.priority if priority is None else priority
     max_attempts = options.get("max_attempts")
     max_attempts = spec.max_attempts if max_attempts is None else max_attempts
     args = to_json("job args", args_of(job))
     metadata = options.get("metadata")
+    if metadata is not None and not isinstance(metadata, Mapping):
+        raise _awa.ValidationError(
+            f"metadata must be a dict (a JSON object), not {type(metadata).__name__}"
+        )
     metadata_json = None if metadata is None else to_json("job metadata", dict(metadata))
     unique_key = options.get("unique_key")
     for name, value, kind in (
