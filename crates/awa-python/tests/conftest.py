@@ -38,8 +38,12 @@ def with_database(url: str, name: str) -> str:
 
 
 def awa_cli(url: str, *args: str, check: bool = True, **kw: Any) -> subprocess.CompletedProcess[str]:
-    """`python -m awa --database-url URL ARGS...` in a child process."""
-    cmd = [sys.executable, "-m", "awa", "--database-url", url, *args]
+    """The `awa` command line in a child process: the binary AWA_BIN when
+    set (`cargo xtask test` sets it), else `python -m awa` (the same CLI,
+    from this package)."""
+    binary = os.environ.get("AWA_BIN", "")
+    program = [binary] if binary and os.path.exists(binary) else [sys.executable, "-m", "awa"]
+    cmd = [*program, "--database-url", url, *args]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=DEADLINE, **kw)
     if check and done.returncode != 0:
         raise AssertionError(f"{args} exited {done.returncode}: {done.stderr}")

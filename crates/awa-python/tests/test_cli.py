@@ -1,4 +1,5 @@
-"""`python -m awa` is the `awa` command line."""
+"""`python -m awa` is the `awa` command line (these tests run it as
+`python -m awa` even when AWA_BIN names the binary)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,8 @@ def test_help_and_usage_exit_codes() -> None:
     assert bad.returncode == 2 and "no-such-command" in bad.stderr
 
 
-def test_commands_run_against_the_database(db_url: str) -> None:
+def test_commands_run_against_the_database(db_url: str, monkeypatch) -> None:
+    monkeypatch.delenv("AWA_BIN", raising=False)
     awa_cli(db_url, "job", "enqueue", "--queue", "py_cli", "--kind", "k")
     stats = json.loads(awa_cli(db_url, "--json", "queue", "stats", "py_cli").stdout)
     assert stats["py_cli"]["available"] == 1
