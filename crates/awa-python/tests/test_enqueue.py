@@ -170,3 +170,24 @@ def test_bad_options_are_refused(db_url: str) -> None:
         awa.job("k", priority=0)
     with pytest.raises(TypeError, match="dataclass"):
         awa.job("k")(type("Plain", (), {}))
+
+
+@pytest.mark.parametrize(
+    "queues, args, priorities, sqlstate",
+    [
+        (["q", "q"], ['{}'], [2], "22023"),  # arrays differ in length
+        (["q"], ['{"pad": "' + "x" * (1 << 20) + '"}'], [2], "54000"),  # over max_job_bytes
+        (["q"], ['{}'], [9], "23514"),  # priority out of range
+    ],
+)
+def test_the_sql_contracts_errors(db_url: str, queues, args, priorities, sqlstate: str) -> None:
+    """docs/sql-producer.md's SQLSTATEs, called as any client would."""
+    n = len(queues)
+    with psycopg.connect(db_url) as conn:
+        with pytest.raises(psycopg.Error) as raised:
+            conn.execute(
+                "SELECT * FROM awa.enqueue(%s::text[], %s::text[], %s::jsonb[], %s::smallint[], "
+                "%s::timestamptz[], %s::integer[], %s::text[], %s::jsonb[])",
+                (queues, ["k"] * n, args, priorities, [None] * n, [None] * n, [None] * n, [None] * n),
+            )
+        assert raised.value.sqlstate == sqlstate
