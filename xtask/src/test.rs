@@ -108,11 +108,18 @@ fn python_suite(url: &str) -> bool {
         eprintln!("error: the Python suite could not build the awa wheel: {err}");
         return false;
     }
-    let status = Command::new(crate::python::python(&venv))
+    let mut pytest = Command::new(crate::python::python(&venv));
+    pytest
         .args(["-m", "pytest", "-q", "-p", "no:cacheprovider"])
         .arg(crate::python::crate_dir().join("tests"))
-        .env("DATABASE_URL", url)
-        .status();
+        .env("DATABASE_URL", url);
+    // The interop tests use the `awa` binary the Rust tests built, when
+    // there is one (else `python -m awa`, the same CLI).
+    let binary = crate::python::target_dir().join("debug/awa");
+    if binary.exists() {
+        pytest.env("AWA_BIN", binary);
+    }
+    let status = pytest.status();
     match status {
         Ok(s) if s.success() => true,
         Ok(s) => {
