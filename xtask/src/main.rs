@@ -7,6 +7,7 @@ mod demo;
 mod fleet;
 mod latency;
 mod migrate;
+mod python;
 mod test;
 
 use clap::{Parser, Subcommand};

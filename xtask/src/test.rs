@@ -8,6 +8,10 @@
 //! run (`bench --quick`) goes first so the test summary is the last thing
 //! printed; it only checks that every scenario runs, never its speed.
 //!
+//! The Python client's suite (pytest, `crates/awa-python/tests`) runs
+//! last, on the same cluster, after its wheel is built into a virtual
+//! environment under the target directory (`python_suite`).
+//!
 //! The chaos suite (`cargo xtask chaos`, short form) restarts PostgreSQL
 //! under load, so it never gets the shared cluster: it starts its own,
 //! unless the caller set DATABASE_URL, in which case it uses that and skips
@@ -79,10 +83,52 @@ pub async fn run(args: Vec<String>) -> Result<ExitCode, BoxError> {
             .status()?
             .success()
     };
+    let python = python_suite(server.url());
     drop(server);
-    Ok(if ok {
+    Ok(if ok && python {
         ExitCode::SUCCESS
     } else {
         ExitCode::FAILURE
     })
+}
+
+/// The Python client's suite (`crates/awa-python/tests`): build the wheel
+/// into `target/py-venv` and run pytest against the shared cluster (each
+/// test module makes a database of its own there). False on any failure,
+/// said on stderr.
+fn python_suite(url: &str) -> bool {
+    let venv = match crate::python::ensure_venv() {
+        Ok(venv) => venv,
+        Err(err) => {
+            eprintln!("error: the Python suite could not set up its environment: {err}");
+            return false;
+        }
+    };
+    if let Err(err) = crate::python::install_wheel(&venv, false) {
+        eprintln!("error: the Python suite could not build the awa wheel: {err}");
+        return false;
+    }
+    let mut pytest = Command::new(crate::python::python(&venv));
+    pytest
+        .args(["-m", "pytest", "-q", "-p", "no:cacheprovider"])
+        .arg(crate::python::crate_dir().join("tests"))
+        .env("DATABASE_URL", url);
+    // The interop tests use the `awa` binary the Rust tests built, when
+    // there is one (else `python -m awa`, the same CLI).
+    let binary = crate::python::target_dir().join("debug/awa");
+    if binary.exists() {
+        pytest.env("AWA_BIN", binary);
+    }
+    let status = pytest.status();
+    match status {
+        Ok(s) if s.success() => true,
+        Ok(s) => {
+            eprintln!("error: the Python suite (pytest) failed ({s})");
+            false
+        }
+        Err(err) => {
+            eprintln!("error: could not start pytest: {err}");
+            false
+        }
+    }
 }

@@ -17,6 +17,7 @@ mod pgstats;
 mod pinned;
 mod procs;
 mod profile;
+mod python;
 mod report;
 mod soak;
 mod steady;
@@ -44,7 +45,9 @@ pub struct BenchArgs {
     /// `baseline` runs a plain SKIP LOCKED jobs table through each
     /// selected enqueue, drain, steady, pinned and procs variant right
     /// after ours (alone, it brings enqueue, drain and steady along) and
-    /// reports ours, the baseline's and their ratio.
+    /// reports ours, the baseline's and their ratio. `python` (never by
+    /// default) builds the Python client and compares no-op Python
+    /// handlers, sync and async, with a Rust one.
     #[arg(long = "scenario", value_enum)]
     scenarios: Vec<Scenario>,
     /// How the baseline completes a job: keep the row (`update`) or
@@ -94,6 +97,8 @@ pub enum Scenario {
     Procs,
     Soak,
     Baseline,
+    /// Python no-op handlers against Rust ones (only when named).
+    Python,
 }
 
 /// What every scenario needs.
@@ -462,6 +467,7 @@ pub async fn run(args: BenchArgs) -> Result<ExitCode, BoxError> {
                 }
             }
             Scenario::Soak => report.soak = Some(soak::run(&ctx).await?),
+            Scenario::Python => report.python = Some(python::run(&ctx).await?),
             // Runs inside the scenarios above, each run right after ours.
             Scenario::Baseline => {}
         }

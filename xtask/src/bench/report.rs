@@ -95,6 +95,9 @@ pub struct Report {
     pub procs: Option<ProcsReport>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub soak: Option<SoakReport>,
+    /// Scenario `python`: Python no-op handlers against Rust ones.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub python: Option<super::python::PythonReport>,
     /// Scenario `baseline`: the same scenarios against a plain jobs table.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub baseline: Option<BaselineReport>,
@@ -166,6 +169,7 @@ impl Report {
             pinned: None,
             procs: None,
             soak: None,
+            python: None,
             baseline: ctx.baseline.map(BaselineReport::new),
             comparison: Vec::new(),
             explain: None,
@@ -656,6 +660,28 @@ pub fn print_human(r: &Report) {
     }
     if let Some(p) = &r.procs {
         print_procs("", p);
+    }
+    if let Some(p) = &r.python {
+        println!(
+            "\npython (no-op handlers, {} jobs each, concurrency {}, {} wheel)",
+            p.jobs, p.concurrency, p.profile
+        );
+        let rows: Vec<Vec<String>> = [
+            ("rust", &p.rust, 1.0),
+            ("python sync", &p.python_sync, p.sync_ratio),
+            ("python async", &p.python_async, p.async_ratio),
+        ]
+        .iter()
+        .map(|(name, run, ratio)| {
+            vec![
+                name.to_string(),
+                format!("{:.2}", run.seconds),
+                num(run.jobs_per_s),
+                format!("{ratio:.2}"),
+            ]
+        })
+        .collect();
+        table(&["handler", "s", "jobs/s", "x rust"], &rows);
     }
     if let Some(s) = &r.soak {
         println!("\nsoak ({} jobs at {}/s)", s.jobs, s.rate);

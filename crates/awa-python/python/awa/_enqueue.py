@@ -1,0 +1,198 @@
+"""Enqueue on the caller's own connection, so jobs commit or roll back
+with the caller's transaction: psycopg 3 (sync and async connections and
+cursors) and SQLAlchemy (sessions and connections, sync and async).
+
+Everything goes through one statement, the SQL producer function
+``awa.enqueue`` (docs/sql-producer.md); nothing here opens a connection
+or commits. Jobs are checked (by the same Rust code the Rust client
+uses) before any SQL is sent.
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+from datetime import datetime, timedelta
+from typing import Any, Iterable, Mapping, NamedTuple, Sequence
+
+from . import _awa
+from ._jobs import args_of, run_at_text, spec_of, to_json
+
+
+class Enqueued(NamedTuple):
+    """What one enqueue did."""
+
+    id: int
+    """The new job's id, or, when its unique key was taken, the id of the
+    unfinished job holding the key."""
+    inserted: bool
+    """False when the unique key was already held (nothing was inserted)."""
+    scheduled: bool
+    """True when the job waits for its run_at."""
+
+
+class WithOptions:
+    """A job with per-enqueue options, for `enqueue_many`."""
+
+    __slots__ = ("job", "options")
+
+    def __init__(
+        self,
+        job: Any,
+        *,
+        queue: str | None = None,
+        priority: int | None = None,
+        run_at: datetime | timedelta | None = None,
+        max_attempts: int | None = None,
+        unique_key: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> None:
+        self.job = job
+        self.options = dict(
+            queue=queue,
+            priority=priority,
+            run_at=run_at,
+            max_attempts=max_attempts,
+            unique_key=unique_key,
+            metadata=metadata,
+        )
+
+
+# The statement, without its header (psycopg reads % in comments too).
+SQL = "\n".join(
+    line for line in _awa.ENQUEUE_SQL.splitlines() if not line.lstrip().startswith("--")
+)
+# The same with SQLAlchemy's named parameters.
+SQLALCHEMY_SQL = re.sub(r"%\((\w+)\)s", r":\1", SQL)
+
+
+def _row(job: Any, options: Mapping[str, Any]) -> tuple[Any, ...]:
+    spec = spec_of(job)
+    queue = options.get("queue")
+    queue = spec.queue if queue is None else queue
+    priority = options.get("priority")
+    priority = spec.priority if priority is None else priority
+    max_attempts = options.get("max_attempts")
+    max_attempts = spec.max_attempts if max_attempts is None else max_attempts
+    args = to_json("job args", args_of(job))
+    metadata = options.get("metadata")
+    if metadata is not None and not isinstance(metadata, Mapping):
+        raise _awa.ValidationError(
+            f"metadata must be a dict (a JSON object), not {type(metadata).__name__}"
+        )
+    metadata_json = None if metadata is None else to_json("job metadata", dict(metadata))
+    unique_key = options.get("unique_key")
+    for name, value, kind in (
+        ("priority", priority, int),
+        ("max_attempts", max_attempts, (int, type(None))),
+        ("unique_key", unique_key, (str, type(None))),
+    ):
+        if isinstance(value, bool) or not isinstance(value, kind):
+            raise _awa.ValidationError(f"{name} has the wrong type: {value!r}")
+    _awa.validate_job(queue, spec.kind, args, priority, max_attempts, unique_key, metadata_json)
+    return (
+        queue,
+        spec.kind,
+        args,
+        str(priority),
+        run_at_text(options.get("run_at")),
+        None if max_attempts is None else str(max_attempts),
+        unique_key,
+        metadata_json,
+    )
+
+
+def params(items: Iterable[Any], options: Mapping[str, Any]) -> dict[str, list[Any]]:
+    """The statement's parameters for `items` (jobs or WithOptions)."""
+    names = ("queues", "kinds", "args", "priorities", "run_at", "max_attempts", "unique_keys", "metadata")
+    columns: dict[str, list[Any]] = {n: [] for n in names}
+    for item in items:
+        if isinstance(item, WithOptions):
+            merged = {**options, **{k: v for k, v in item.options.items() if v is not None}}
+            row = _row(item.job, merged)
+        else:
+            row = _row(item, options)
+        for name, value in zip(names, row):
+            columns[name].append(value)
+    return columns
+
+
+def _rows(rows: Sequence[Any]) -> list[Enqueued]:
+    out = []
+    for r in rows:
+        if isinstance(r, Mapping):  # a dict_row cursor
+            r = (r["job_id"], r["inserted"], r["scheduled"])
+        out.append(Enqueued(int(r[0]), bool(r[1]), bool(r[2])))
+    return out
+
+
+def _is_sqlalchemy(conn: Any) -> bool:
+    return type(conn).__module__.split(".")[0] == "sqlalchemy"
+
+
+def _is_async(conn: Any) -> bool:
+    return inspect.iscoroutinefunction(getattr(type(conn), "execute", None))
+
+
+def enqueue_many(conn: Any, jobs: Iterable[Any], **options: Any) -> Any:
+    """Enqueue `jobs` (typed jobs, RawJob or WithOptions) in one round
+    trip on `conn`: a psycopg 3 connection or cursor, or a SQLAlchemy
+    session or connection. `options` (queue, priority, run_at,
+    max_attempts, unique_key, metadata) apply to every job unless a
+    WithOptions says otherwise. Returns one Enqueued per job, in order;
+    on an async connection or session, an awaitable of that list.
+
+    Nothing is committed: the jobs exist exactly when the caller's
+    transaction commits. A job refused by the checks raises
+    awa.ValidationError before any SQL is sent.
+    """
+    p = params(jobs, options)
+    if _is_sqlalchemy(conn):
+        from . import sqlalchemy as sa_helper
+
+        return sa_helper._execute(conn, p)
+    if _is_async(conn):
+        return _execute_async(conn, p)
+    if not p["kinds"]:
+        return []
+    cur = conn.execute(SQL, p)
+    return _rows(cur.fetchall())
+
+
+async def _execute_async(conn: Any, p: dict[str, list[Any]]) -> list[Enqueued]:
+    if not p["kinds"]:
+        return []
+    cur = await conn.execute(SQL, p)
+    return _rows(await cur.fetchall())
+
+
+def enqueue(
+    conn: Any,
+    job: Any,
+    *,
+    queue: str | None = None,
+    priority: int | None = None,
+    run_at: datetime | timedelta | None = None,
+    max_attempts: int | None = None,
+    unique_key: str | None = None,
+    metadata: Mapping[str, Any] | None = None,
+) -> Any:
+    """Enqueue one job on `conn` (see `enqueue_many`); returns its
+    Enqueued (an awaitable of it on an async connection)."""
+    result = enqueue_many(
+        conn,
+        [job],
+        queue=queue,
+        priority=priority,
+        run_at=run_at,
+        max_attempts=max_attempts,
+        unique_key=unique_key,
+        metadata=metadata,
+    )
+    if inspect.isawaitable(result):
+        return _first(result)
+    return result[0]
+
+
+async def _first(result: Any) -> Enqueued:
+    return (await result)[0]

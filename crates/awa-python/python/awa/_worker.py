@@ -1,0 +1,294 @@
+"""Workers: Python handlers run by the Rust runtime (claims, batching,
+heartbeats, retries, graceful shutdown and, by default, a maintenance
+leader candidate), and the context each attempt sees."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+import signal
+import threading
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping
+
+from . import _awa
+from ._jobs import from_args, spec_of
+from ._outcomes import from_exception, from_result
+
+
+@dataclass(frozen=True)
+class FixedBackoff:
+    """Retry a failed attempt after the same delay every time."""
+
+    seconds: float
+
+    def _tuple(self) -> tuple[str, float, float]:
+        return ("fixed", float(self.seconds), 0.0)
+
+
+@dataclass(frozen=True)
+class ExponentialBackoff:
+    """Retry after base, 2*base, 4*base ... at most max (25 % jitter)."""
+
+    base: float
+    max: float
+
+    def _tuple(self) -> tuple[str, float, float]:
+        return ("exponential", float(self.base), float(self.max))
+
+
+class Context:
+    """What a running attempt sees and can do. Sync methods block the
+    calling thread (without the GIL); in async handlers use the `a...`
+    variants, which run them in a thread."""
+
+    __slots__ = ("_native", "args", "metadata")
+
+    def __init__(self, native: _awa.NativeContext) -> None:
+        self._native = native
+        self.args: Any = json.loads(native.args_json)
+        """The job's args as JSON (dict)."""
+        metadata = native.metadata_json
+        self.metadata: dict[str, Any] | None = None if metadata is None else json.loads(metadata)
+        """The job's metadata, as enqueued (None when it had none)."""
+
+    @property
+    def job_id(self) -> int:
+        return self._native.job_id
+
+    @property
+    def kind(self) -> str:
+        return self._native.kind
+
+    @property
+    def queue(self) -> str:
+        return self._native.queue
+
+    @property
+    def priority(self) -> int:
+        return self._native.priority
+
+    @property
+    def attempt(self) -> int:
+        """Which attempt this is: 1 on the first run; snoozes do not count."""
+        return self._native.attempt
+
+    @property
+    def max_attempts(self) -> int:
+        return self._native.max_attempts
+
+    @property
+    def run_lease(self) -> int:
+        return self._native.run_lease
+
+    def heartbeat(self, progress: int | None = None, message: str | None = None) -> bool:
+        """Keep the attempt alive, optionally reporting progress (0-100)
+        and a message. False when the attempt is no longer ours (cancelled
+        by an operator, or rescued): stop, its result will be rejected."""
+        return self._native.heartbeat(progress, message, None)
+
+    def checkpoint(self) -> Any:
+        """The checkpoint an earlier attempt saved, or None."""
+        text = self._native.checkpoint_json()
+        return None if text is None else json.loads(text)
+
+    def save_checkpoint(self, value: Any) -> bool:
+        """Save a JSON-compatible checkpoint for the next attempt (also a
+        heartbeat); False when the attempt is no longer ours."""
+        return self._native.save_checkpoint(json.dumps(value))
+
+    def is_cancelled(self) -> bool:
+        """True once a heartbeat learnt the attempt was cancelled."""
+        return self._native.is_cancelled()
+
+    def is_shutting_down(self) -> bool:
+        """True once the worker is shutting down: wrap up."""
+        return self._native.is_shutting_down()
+
+    async def aheartbeat(self, progress: int | None = None, message: str | None = None) -> bool:
+        return await asyncio.to_thread(self.heartbeat, progress, message)
+
+    async def acheckpoint(self) -> Any:
+        return await asyncio.to_thread(self.checkpoint)
+
+    async def asave_checkpoint(self, value: Any) -> bool:
+        return await asyncio.to_thread(self.save_checkpoint, value)
+
+
+def _takes_context(handler: Callable[..., Any]) -> bool:
+    try:
+        params = inspect.signature(handler).parameters.values()
+    except (TypeError, ValueError):
+        return True
+    positional = [
+        p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+    ]
+    return len(positional) >= 2 or any(p.kind == p.VAR_POSITIONAL for p in params)
+
+
+class _Kind:
+    """One registered kind: decodes args, calls the handler, maps the
+    result. Its invoke methods never raise (the Rust side expects an
+    outcome tuple, or a future of one)."""
+
+    def __init__(self, job_type: type | None, handler: Callable[..., Any]) -> None:
+        self.job_type = job_type
+        self.handler = handler
+        self.is_async = inspect.iscoroutinefunction(handler)
+        self.with_context = _takes_context(handler)
+        self.loop: asyncio.AbstractEventLoop | None = None
+
+    def _prepare(self, native: _awa.NativeContext) -> tuple[tuple[Any, ...] | None, Any]:
+        ctx = Context(native)
+        job: Any = ctx.args
+        if self.job_type is not None:
+            try:
+                job = from_args(self.job_type, ctx.args)
+            except Exception as e:  # args that do not fit the type never will
+                name = self.job_type.__name__
+                return None, ("fail", None, f"the args of job kind {ctx.kind!r} do not match {name}: {e}")
+        return ((job, ctx) if self.with_context else (job,)), None
+
+    def invoke(self, native: _awa.NativeContext) -> tuple[str, float | None, str | None]:
+        call, failed = self._prepare(native)
+        if call is None:
+            return failed
+        try:
+            return from_result(self.handler(*call))
+        except BaseException as e:
+            return from_exception(e)
+
+    def invoke_async(self, native: _awa.NativeContext) -> Any:
+        assert self.loop is not None, "async handlers need the worker's loop"
+        return asyncio.run_coroutine_threadsafe(self._run(native), self.loop)
+
+    async def _run(self, native: _awa.NativeContext) -> tuple[str, float | None, str | None]:
+        call, failed = self._prepare(native)
+        if call is None:
+            return failed
+        try:
+            return from_result(await self.handler(*call))
+        except BaseException as e:
+            return from_exception(e)
+
+
+class Worker:
+    """Serve queues with Python handlers on the Rust runtime.
+
+        awa.Client(url).worker(queues={"email": 16}).register(SendEmail, send).run()
+
+    `run()` blocks until SIGINT / SIGTERM (when called on the main thread)
+    or `stop()`, then shuts down gracefully: no new claims, in-flight
+    handlers get `shutdown_grace` seconds, unfinished ones are released
+    to run again. A maintenance-leader candidate runs unless
+    `maintenance=False` (then some other process must run one, or
+    retries, scheduled jobs and rescues stop).
+    """
+
+    def __init__(
+        self,
+        url: str,
+        queues: Mapping[str, int],
+        *,
+        maintenance: bool = True,
+        shutdown_grace: float = 10.0,
+        claim_batch: int | None = None,
+        poll_interval: float | None = None,
+        max_connections: int = 10,
+    ) -> None:
+        if not queues:
+            raise _awa.ValidationError("a worker needs at least one queue: queues={'name': concurrency}")
+        self._native = _awa.NativeWorker(
+            url,
+            [(q, int(n)) for q, n in queues.items()],
+            maintenance,
+            float(shutdown_grace),
+            claim_batch,
+            poll_interval,
+            max_connections,
+        )
+        self._kinds: list[_Kind] = []
+
+    def register(
+        self,
+        job: type | str,
+        handler: Callable[..., Any],
+        *,
+        retry: FixedBackoff | ExponentialBackoff | None = None,
+    ) -> "Worker":
+        """Run `handler(job, ctx)` (or `handler(job)`) for jobs of `job`:
+        a class decorated with @awa.job (the handler gets an instance), or
+        a kind name (the handler gets the args dict). Sync handlers run on
+        a thread pool, async ones on the worker's asyncio loop. `retry`
+        sets the delay after a failed attempt (default: the database's
+        exponential backoff)."""
+        if isinstance(job, str):
+            kind, job_type = job, None
+        else:
+            kind, job_type = spec_of(job).kind, job
+        entry = _Kind(job_type, handler)
+        invoke = entry.invoke_async if entry.is_async else entry.invoke
+        self._native.register(kind, invoke, entry.is_async, None if retry is None else retry._tuple())
+        self._kinds.append(entry)
+        return self
+
+    def register_rust_noop(self, kind: str) -> "Worker":
+        """Complete jobs of `kind` in Rust without calling Python (a
+        baseline for benchmarks)."""
+        self._native.register_noop(kind)
+        return self
+
+    def stop(self) -> None:
+        """Ask the worker to shut down gracefully (from any thread)."""
+        self._native.stop()
+
+    def run(self) -> dict[str, int]:
+        """Serve until stopped; returns the worker's counters."""
+        needs_loop = any(k.is_async for k in self._kinds)
+        loop = asyncio.new_event_loop() if needs_loop else None
+        thread = None
+        if loop is not None:
+            thread = threading.Thread(target=loop.run_forever, name="awa-asyncio", daemon=True)
+            thread.start()
+            for k in self._kinds:
+                k.loop = loop
+        previous: dict[int, Any] = {}
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                previous[sig] = signal.signal(sig, lambda _s, _f: self.stop())
+        try:
+            return json.loads(self._native.run())
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+            if loop is not None and thread is not None:
+                loop.call_soon_threadsafe(loop.stop)
+                thread.join()
+                loop.close()
+
+    async def run_async(self) -> dict[str, int]:
+        """`run()` from async code: async handlers run on the calling
+        loop; cancelling this (or SIGINT / SIGTERM on the main thread's
+        loop) shuts the worker down gracefully."""
+        loop = asyncio.get_running_loop()
+        for k in self._kinds:
+            k.loop = loop
+        installed = []
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                try:
+                    loop.add_signal_handler(sig, self.stop)
+                    installed.append(sig)
+                except (NotImplementedError, RuntimeError):
+                    pass
+        fut = loop.run_in_executor(None, self._native.run)
+        try:
+            return json.loads(await asyncio.shield(fut))
+        except asyncio.CancelledError:
+            self.stop()
+            await fut
+            raise
+        finally:
+            for sig in installed:
+                loop.remove_signal_handler(sig)

@@ -1,0 +1,46 @@
+//! The checks a job passes before the Python producer sends it: the Rust
+//! client's own (`awa_core`), so a job the Python side accepts is one the
+//! Rust side would accept too.
+
+use crate::error::ValidationError;
+use awa_core::{NewJob, Priority, QueueName};
+use pyo3::prelude::*;
+
+fn invalid(e: impl std::fmt::Display) -> PyErr {
+    ValidationError::new_err(e.to_string())
+}
+
+/// Check one job (args and metadata as JSON text) and raise
+/// `ValidationError` saying what is wrong: queue name, kind, priority,
+/// max attempts, unique key, size.
+#[pyfunction]
+#[pyo3(signature = (queue, kind, args_json, priority, max_attempts=None, unique_key=None, metadata_json=None))]
+pub(crate) fn validate_job(
+    queue: &str,
+    kind: &str,
+    args_json: &str,
+    priority: i64,
+    max_attempts: Option<i64>,
+    unique_key: Option<String>,
+    metadata_json: Option<&str>,
+) -> PyResult<()> {
+    let queue = QueueName::new(queue).map_err(invalid)?;
+    let args: serde_json::Value = serde_json::from_str(args_json)
+        .map_err(|e| invalid(format!("the job args are not valid JSON: {e}")))?;
+    let metadata = metadata_json
+        .map(serde_json::from_str::<serde_json::Value>)
+        .transpose()
+        .map_err(|e| invalid(format!("the job metadata is not valid JSON: {e}")))?;
+    let max_attempts = max_attempts
+        .map(|n| awa_core::bounds::MAX_ATTEMPTS.check(n).map(|n| n as i32))
+        .transpose()
+        .map_err(invalid)?;
+    let mut job = NewJob::new(queue, kind, args);
+    job.priority = Priority::new(priority).map_err(invalid)?;
+    job.max_attempts = max_attempts;
+    job.unique_key = unique_key;
+    job.metadata = metadata;
+    job.validate().map_err(invalid)?;
+    job.check_size(NewJob::DEFAULT_MAX_BYTES).map_err(invalid)?;
+    Ok(())
+}

@@ -1,0 +1,342 @@
+//! A worker that runs Python handlers on the Rust runtime: an
+//! [`awa::ClientBuilder`] whose handlers call into Python.
+//!
+//! The Python side registers, per kind, one callable `invoke(ctx)` that
+//! never raises: it decodes the args, calls the user's handler and maps
+//! its result or exception to an outcome tuple `(tag, seconds, message)`.
+//! For a sync handler `invoke` returns that tuple and runs on tokio's
+//! blocking pool (the GIL is taken only for the call). For an async one
+//! it returns a `concurrent.futures.Future` from
+//! `asyncio.run_coroutine_threadsafe`, and the attempt waits, without the
+//! GIL and without a thread, for its done-callback.
+
+use crate::context::NativeContext;
+use crate::error::{ValidationError, to_py};
+use async_trait::async_trait;
+use awa::{Handler, HandlerResult, JobContext, JobError, Outcome, RetryPolicy};
+use pyo3::prelude::*;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::{Notify, oneshot};
+
+/// How often a running worker looks at Python's pending signals while
+/// it waits: the bound on how late SIGINT / SIGTERM handlers run.
+const SIGNAL_CHECK: Duration = Duration::from_millis(100);
+
+/// The outcome a handler's tuple names, as the Rust runtime records it.
+fn outcome(tag: &str, seconds: Option<f64>, message: Option<String>) -> HandlerResult {
+    let delay = || {
+        let s = seconds.unwrap_or(0.0);
+        // NaN, negative or huge delays are clamped like the Rust client's.
+        let s = if s.is_finite() { s.max(0.0) } else { 0.0 };
+        awa_core::bounds::handler_delay(Duration::from_secs_f64(
+            s.min(awa_core::bounds::MAX_HANDLER_DELAY.as_secs_f64()),
+        ))
+    };
+    let message = message.unwrap_or_default();
+    match tag {
+        "complete" => Ok(Outcome::Complete),
+        "snooze" => Ok(Outcome::Snooze(delay())),
+        "cancel" => Ok(Outcome::Cancel(message)),
+        "retry" => Err(JobError::Retry(message)),
+        "retry_after" => Err(JobError::RetryAfter(delay(), message)),
+        "fail" => Err(JobError::Permanent(message)),
+        other => Err(JobError::Permanent(format!(
+            "the Python handler returned an unknown outcome {other:?} (a bug in awa's Python package)"
+        ))),
+    }
+}
+
+/// An outcome tuple from Python, or a retry saying why it was not one.
+fn parse(py: Python<'_>, result: PyResult<Py<PyAny>>) -> HandlerResult {
+    let value = result.map_err(|e| JobError::Retry(format!("the Python handler raised: {e}")))?;
+    match value.extract::<(String, Option<f64>, Option<String>)>(py) {
+        Ok((tag, seconds, message)) => outcome(&tag, seconds, message),
+        Err(e) => Err(JobError::Permanent(format!(
+            "the Python handler's result is not an outcome: {e}"
+        ))),
+    }
+}
+
+/// The done-callback of an async handler's future: hands its outcome to
+/// the waiting attempt.
+#[pyclass(module = "awa._awa", frozen)]
+struct Done {
+    tx: Mutex<Option<oneshot::Sender<HandlerResult>>>,
+}
+
+#[pymethods]
+impl Done {
+    fn __call__(&self, py: Python<'_>, future: Py<PyAny>) {
+        let result = parse(py, future.call_method0(py, "result"));
+        if let Some(tx) = self.tx.lock().expect("done lock").take() {
+            let _ = tx.send(result);
+        }
+    }
+}
+
+/// A Python handler as a Rust one.
+struct PyHandler {
+    invoke: Arc<Py<PyAny>>,
+    is_async: bool,
+}
+
+#[async_trait]
+impl Handler for PyHandler {
+    async fn handle(&self, ctx: JobContext) -> HandlerResult {
+        let invoke = self.invoke.clone();
+        let native = NativeContext::new(ctx);
+        if !self.is_async {
+            return tokio::task::spawn_blocking(move || {
+                Python::attach(|py| parse(py, invoke.call1(py, (native,))))
+            })
+            .await
+            .unwrap_or_else(|e| Err(JobError::Retry(format!("the handler thread failed: {e}"))));
+        }
+        let (tx, rx) = oneshot::channel();
+        let scheduled = tokio::task::spawn_blocking(move || {
+            Python::attach(|py| -> PyResult<()> {
+                let future = invoke.call1(py, (native,))?;
+                let done = Py::new(
+                    py,
+                    Done {
+                        tx: Mutex::new(Some(tx)),
+                    },
+                )?;
+                future.call_method1(py, "add_done_callback", (done,))?;
+                Ok(())
+            })
+        })
+        .await;
+        match scheduled {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => {
+                return Err(JobError::Retry(format!(
+                    "the async handler could not be scheduled: {e}"
+                )));
+            }
+            Err(e) => return Err(JobError::Retry(format!("the handler thread failed: {e}"))),
+        }
+        rx.await.unwrap_or_else(|_| {
+            Err(JobError::Retry(
+                "the asyncio loop stopped before the handler finished".into(),
+            ))
+        })
+    }
+}
+
+/// A Rust no-op handler: the baseline of `cargo xtask bench --scenario
+/// python`, in the same process as the Python ones.
+struct Noop;
+
+#[async_trait]
+impl Handler for Noop {
+    async fn handle(&self, _ctx: JobContext) -> HandlerResult {
+        Ok(Outcome::Complete)
+    }
+}
+
+/// Adds one kind's handler to the builder (the handler types differ).
+type AddHandler = Box<dyn FnOnce(awa::ClientBuilder, &str) -> awa::ClientBuilder + Send>;
+
+/// One registered kind.
+struct Registered {
+    kind: String,
+    handler: AddHandler,
+    policy: Option<RetryPolicy>,
+}
+
+/// What `run` starts, collected by the constructor and `register`.
+struct Setup {
+    url: String,
+    max_connections: u32,
+    queues: Vec<(String, usize)>,
+    maintenance: bool,
+    shutdown_grace: Duration,
+    claim_batch: Option<usize>,
+    poll_interval: Option<Duration>,
+    kinds: Vec<Registered>,
+}
+
+fn seconds(what: &str, value: f64) -> PyResult<Duration> {
+    Duration::try_from_secs_f64(value).map_err(|_| {
+        ValidationError::new_err(format!(
+            "{what} must be a non-negative number of seconds, not {value}"
+        ))
+    })
+}
+
+/// The native half of `awa.Worker`: configure, register, then `run` once.
+#[pyclass(module = "awa._awa", frozen)]
+pub(crate) struct NativeWorker {
+    setup: Mutex<Option<Setup>>,
+    stop: Arc<Notify>,
+}
+
+#[pymethods]
+impl NativeWorker {
+    #[new]
+    #[pyo3(signature = (url, queues, maintenance=true, shutdown_grace=10.0, claim_batch=None, poll_interval=None, max_connections=10))]
+    fn new(
+        url: String,
+        queues: Vec<(String, usize)>,
+        maintenance: bool,
+        shutdown_grace: f64,
+        claim_batch: Option<usize>,
+        poll_interval: Option<f64>,
+        max_connections: u32,
+    ) -> PyResult<Self> {
+        let shutdown_grace = awa_core::bounds::SHUTDOWN_GRACE
+            .check(seconds("shutdown_grace", shutdown_grace)?)
+            .map_err(|e| ValidationError::new_err(e.to_string()))?;
+        let poll_interval = poll_interval
+            .map(|p| seconds("poll_interval", p))
+            .transpose()?;
+        Ok(Self {
+            setup: Mutex::new(Some(Setup {
+                url,
+                max_connections,
+                queues,
+                maintenance,
+                shutdown_grace,
+                claim_batch,
+                poll_interval,
+                kinds: Vec::new(),
+            })),
+            stop: Arc::new(Notify::new()),
+        })
+    }
+
+    /// Run `invoke(ctx)` for jobs of `kind`. `retry`: `("fixed", s, _)`
+    /// or `("exponential", base_s, max_s)`; None keeps the database's
+    /// default backoff.
+    #[pyo3(signature = (kind, invoke, is_async, retry=None))]
+    fn register(
+        &self,
+        kind: String,
+        invoke: Py<PyAny>,
+        is_async: bool,
+        retry: Option<(String, f64, f64)>,
+    ) -> PyResult<()> {
+        let policy = match retry {
+            None => None,
+            Some((how, a, b)) => Some(match how.as_str() {
+                "fixed" => RetryPolicy::fixed(seconds("retry delay", a)?),
+                "exponential" => {
+                    RetryPolicy::exponential(seconds("retry base", a)?, seconds("retry max", b)?)
+                }
+                other => {
+                    return Err(ValidationError::new_err(format!(
+                        "unknown retry policy {other:?}: use fixed or exponential"
+                    )));
+                }
+            }),
+        };
+        let handler = PyHandler {
+            invoke: Arc::new(invoke),
+            is_async,
+        };
+        self.add(Registered {
+            kind,
+            handler: Box::new(move |b, kind| b.register_untyped(kind, handler)),
+            policy,
+        })
+    }
+
+    /// Complete jobs of `kind` in Rust, without calling Python (the
+    /// benchmark's baseline).
+    fn register_noop(&self, kind: String) -> PyResult<()> {
+        self.add(Registered {
+            kind,
+            handler: Box::new(|b, kind| b.register_untyped(kind, Noop)),
+            policy: None,
+        })
+    }
+
+    /// Ask a running (or about to run) worker to shut down gracefully.
+    /// Safe from any thread, a handler or a signal handler.
+    fn stop(&self) {
+        self.stop.notify_one();
+    }
+
+    /// Start, serve until `stop()` (or a Python signal handler raising),
+    /// then shut down gracefully; returns the worker's counters as JSON.
+    fn run(&self, py: Python<'_>) -> PyResult<String> {
+        let setup = self
+            .setup
+            .lock()
+            .expect("setup lock")
+            .take()
+            .ok_or_else(|| {
+                crate::error::AwaError::new_err("this worker already ran; build a new one")
+            })?;
+        let grace = setup.shutdown_grace;
+        let rt = crate::runtime();
+        let client = py.detach(|| rt.block_on(start(setup))).map_err(to_py)?;
+        let stop = self.stop.clone();
+        let mut interrupted = None;
+        loop {
+            let stopped = py.detach(|| {
+                rt.block_on(async {
+                    tokio::time::timeout(SIGNAL_CHECK, stop.notified())
+                        .await
+                        .is_ok()
+                })
+            });
+            if stopped {
+                break;
+            }
+            // Runs Python's signal handlers (main thread only); one that
+            // raises (KeyboardInterrupt) also stops the worker.
+            if let Err(e) = py.check_signals() {
+                interrupted = Some(e);
+                break;
+            }
+        }
+        let stats = py
+            .detach(|| rt.block_on(client.shutdown(grace)))
+            .map_err(to_py)?;
+        if let Some(e) = interrupted {
+            return Err(e);
+        }
+        Ok(serde_json::to_string(&stats).expect("counters serialize"))
+    }
+}
+
+impl NativeWorker {
+    fn add(&self, kind: Registered) -> PyResult<()> {
+        match self.setup.lock().expect("setup lock").as_mut() {
+            Some(setup) => {
+                setup.kinds.push(kind);
+                Ok(())
+            }
+            None => Err(crate::error::AwaError::new_err(
+                "register before run(): this worker already ran",
+            )),
+        }
+    }
+}
+
+async fn start(setup: Setup) -> Result<awa::Client, awa::Error> {
+    let base = awa::Client::connect(&setup.url, setup.max_connections).await?;
+    let mut b = awa::Client::builder(base.pool().clone()).shutdown_grace(setup.shutdown_grace);
+    for (queue, concurrency) in &setup.queues {
+        b = b.queue(queue, *concurrency);
+    }
+    for r in setup.kinds {
+        b = (r.handler)(b, &r.kind);
+        if let Some(p) = r.policy {
+            b = b.kind_retry_policy(&r.kind, p);
+        }
+    }
+    if let Some(n) = setup.claim_batch {
+        b = b.claim_batch(n);
+    }
+    if let Some(p) = setup.poll_interval {
+        b = b.poll_interval(p);
+    }
+    if !setup.maintenance {
+        b = b.without_maintenance();
+    }
+    b.start().await
+}

@@ -1,0 +1,128 @@
+//! The Python client's build for `cargo xtask test` and `cargo xtask bench
+//! --scenario python`: a virtual environment under the target directory
+//! with the test tools, and the `awa` wheel (maturin, debug profile, the
+//! same CARGO_TARGET_DIR so the workspace's crates are shared) in it.
+
+use crate::BoxError;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// What the suite and the bench import, and the pip names that give them.
+const TOOLS: &[(&str, &str)] = &[
+    ("maturin", "maturin>=1.9,<2"),
+    ("pytest", "pytest>=7"),
+    ("psycopg", "psycopg[binary]>=3.1"),
+    ("pydantic", "pydantic>=2"),
+    ("sqlalchemy", "sqlalchemy>=2"),
+];
+
+fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("xtask sits in the workspace")
+        .to_path_buf()
+}
+
+/// CARGO_TARGET_DIR, else the workspace's `target/`.
+pub fn target_dir() -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| workspace_root().join("target"))
+}
+
+pub fn crate_dir() -> PathBuf {
+    workspace_root().join("crates/awa-python")
+}
+
+/// The environment's interpreter.
+pub fn python(venv: &Path) -> PathBuf {
+    venv.join("bin/python")
+}
+
+fn run(what: &str, cmd: &mut Command) -> Result<(), BoxError> {
+    let status = cmd
+        .status()
+        .map_err(|e| format!("{what}: could not start {:?}: {e}", cmd.get_program()))?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(format!("{what} failed ({status})").into())
+    }
+}
+
+/// `target/py-venv`, created with `python3 -m venv` (PYTHON overrides the
+/// interpreter) and given the missing tools by pip.
+pub fn ensure_venv() -> Result<PathBuf, BoxError> {
+    let venv = target_dir().join("py-venv");
+    if !python(&venv).exists() {
+        let base = std::env::var("PYTHON").unwrap_or_else(|_| "python3".into());
+        run(
+            "creating the Python virtual environment (on Debian: apt-get install python3-venv)",
+            Command::new(&base).args(["-m", "venv"]).arg(&venv),
+        )?;
+    }
+    let missing: Vec<&str> = TOOLS
+        .iter()
+        .filter(|(module, _)| {
+            !Command::new(python(&venv))
+                .args(["-c", &format!("import {module}")])
+                .stderr(std::process::Stdio::null())
+                .status()
+                .is_ok_and(|s| s.success())
+        })
+        .map(|(_, pip)| *pip)
+        .collect();
+    if !missing.is_empty() {
+        println!("python: installing {}", missing.join(", "));
+        run(
+            "pip install",
+            Command::new(python(&venv))
+                .args(["-m", "pip", "install", "-q", "--disable-pip-version-check"])
+                .args(&missing),
+        )?;
+    }
+    Ok(venv)
+}
+
+/// Build the wheel (the debug profile unless `release`) and install it
+/// into `venv`.
+pub fn install_wheel(venv: &Path, release: bool) -> Result<(), BoxError> {
+    let out = target_dir().join("wheels/awa-python");
+    // One wheel in the folder: the one just built.
+    let _ = std::fs::remove_dir_all(&out);
+    let mut maturin = Command::new(venv.join("bin/maturin"));
+    maturin.args(["build", "--quiet"]);
+    if release {
+        maturin.arg("--release");
+    }
+    run(
+        "maturin build",
+        maturin
+            .arg("--manifest-path")
+            .arg(crate_dir().join("Cargo.toml"))
+            .arg("--out")
+            .arg(&out)
+            .arg("--interpreter")
+            .arg(python(venv))
+            .env("CARGO_TARGET_DIR", target_dir()),
+    )?;
+    let wheel = std::fs::read_dir(&out)?
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| p.extension().is_some_and(|e| e == "whl"))
+        .ok_or("maturin build left no wheel")?;
+    run(
+        "pip install (the awa wheel)",
+        Command::new(python(venv))
+            .args([
+                "-m",
+                "pip",
+                "install",
+                "-q",
+                "--disable-pip-version-check",
+                "--force-reinstall",
+                "--no-deps",
+            ])
+            .arg(&wheel),
+    )
+}
