@@ -219,4 +219,38 @@ async fn the_counters_equal_what_the_workload_did() {
         s.iter()
             .any(|(n, l, _)| n == "awa_ring_slot_rows" && l.get("ring").is_some())
     );
+
+    // The Grafana dashboard charts only names this endpoint exports (the
+    // last three appear once something happened: a stale write, a waiting
+    // job, a ring outcome; this workload has none of them).
+    let grafana = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/grafana-awa.json"),
+    )
+    .unwrap();
+    let mut exported: std::collections::BTreeSet<&str> =
+        s.iter().map(|(n, _, _)| n.as_str()).collect();
+    exported.extend([
+        "awa_stale_writes_rejected_total",
+        "awa_queue_oldest_available_seconds",
+        "awa_ring_last_outcome_timestamp_seconds",
+    ]);
+    let mut charted = std::collections::BTreeSet::new();
+    for (at, _) in grafana.match_indices("awa_") {
+        let name: String = grafana[at..]
+            .chars()
+            .take_while(|c| c.is_ascii_lowercase() || *c == '_')
+            .collect();
+        if name.starts_with("awa_overview") {
+            continue;
+        }
+        assert!(
+            exported.contains(name.as_str()),
+            "docs/grafana-awa.json charts {name}, which /metrics does not export"
+        );
+        charted.insert(name);
+    }
+    assert!(
+        charted.len() >= 12,
+        "the dashboard charts the metrics: {charted:?}"
+    );
 }
