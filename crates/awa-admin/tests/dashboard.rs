@@ -37,7 +37,7 @@ fn screenshots() -> PathBuf {
 
 /// Evaluate `js` until it yields true (the page refreshes on its own).
 async fn wait_for(page: &Page, what: &str, js: &str) {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(40);
     loop {
         let ok = page
             .evaluate(js)
@@ -165,6 +165,9 @@ async fn every_page_shows_the_database_and_retry_works() {
         .no_sandbox()
         .user_data_dir(profile.path())
         .window_size(1280, 900)
+        // Generous: the rest of the suite may be loading the machine.
+        .launch_timeout(Duration::from_secs(60))
+        .request_timeout(Duration::from_secs(60))
         .args([
             "--disable-gpu",
             "--disable-background-networking",
