@@ -233,3 +233,52 @@ async fn a_worker_serves_its_metrics_when_asked() {
     }
     worker.stop();
 }
+
+#[tokio::test]
+async fn storage_status_alerts_on_a_snapshot_pinned_past_the_threshold() {
+    let db = common::migrated_db().await;
+    let url = db.url().to_string();
+    let pool = db.pool().await.unwrap();
+    let mut pinning = pool.acquire().await.unwrap();
+    sqlx::query("BEGIN ISOLATION LEVEL REPEATABLE READ")
+        .execute(&mut *pinning)
+        .await
+        .unwrap();
+    let pid: i32 = sqlx::query_scalar("SELECT pg_backend_pid() /* long report */")
+        .fetch_one(&mut *pinning)
+        .await
+        .unwrap();
+    // Reported once older than the report's 5 s floor; poll for it.
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    let text = loop {
+        let run = common::awa(&url, &["storage", "status", "--pinned-alert-after", "1s"]);
+        assert!(run.ok(), "{run:?}");
+        if run.stdout.contains("ALERT:") {
+            break run.stdout;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no alert: {}",
+            run.stdout
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    };
+    assert!(text.contains(&format!("backend pid {pid}")), "{text}");
+    assert!(text.contains("long report"), "names the query: {text}");
+    let json = common::awa(
+        &url,
+        &["--json", "storage", "status", "--pinned-alert-after", "1s"],
+    )
+    .json();
+    assert_eq!(json["pinned_alert"]["pid"], pid);
+    assert_eq!(json["maintenance"]["pinned_snapshot"]["pid"], pid);
+    let calm = common::awa(&url, &["--json", "storage", "status"]).json();
+    assert!(
+        calm["pinned_alert"].is_null(),
+        "under the default 5 minutes"
+    );
+    sqlx::query("ROLLBACK")
+        .execute(&mut *pinning)
+        .await
+        .unwrap();
+}
