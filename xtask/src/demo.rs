@@ -19,7 +19,7 @@ const CONCURRENCY: usize = 64;
 /// Give up when no job completes for this long.
 const STALL: Duration = Duration::from_secs(60);
 
-pub async fn run(jobs: usize) -> Result<ExitCode, BoxError> {
+pub async fn run(jobs: usize, serve: bool) -> Result<ExitCode, BoxError> {
     let server = PgServer::shared().await?;
     let url = server.url().to_string();
     if server.kind() != ServerKind::External {
@@ -132,6 +132,9 @@ pub async fn run(jobs: usize) -> Result<ExitCode, BoxError> {
         && lat.count == enqueued as u64;
     if ok {
         println!("completed == enqueued: yes, every job ran exactly once");
+        if serve {
+            serve_demo(&url).await?;
+        }
         Ok(ExitCode::SUCCESS)
     } else {
         if stalled {
@@ -180,4 +183,33 @@ async fn completed_in_stats(
         .and_then(|s| s.get("completed"))
         .copied()
         .unwrap_or(0))
+}
+
+/// `--serve`: the admin API, dashboard and /metrics of `awa serve` on the
+/// demo database (in process, so a throwaway cluster stays up with it)
+/// until Ctrl-C. AWA_ADMIN_TOKEN enables actions, as for `awa serve`.
+async fn serve_demo(url: &str) -> Result<(), BoxError> {
+    let pool = fleet::pool(url, 8).await?;
+    let mut config = awa_admin::AdminConfig::new(fleet::schema());
+    config.token = match std::env::var("AWA_ADMIN_TOKEN") {
+        Ok(t) if !t.is_empty() => Some(awa_admin::Token::new(&t)?),
+        _ => None,
+    };
+    let metrics = awa_admin::metrics::Metrics::install()?;
+    let listener = awa_admin::bind("127.0.0.1:8088".parse()?).await?;
+    println!(
+        "serving the demo data at http://{}/ ({}); Ctrl-C stops",
+        listener.local_addr()?,
+        if config.token.is_some() {
+            "actions need AWA_ADMIN_TOKEN"
+        } else {
+            "read-only: set AWA_ADMIN_TOKEN for actions"
+        }
+    );
+    let state = awa_admin::AppState::new(pool, config, Some(metrics));
+    awa_admin::serve(listener, state, async {
+        let _ = tokio::signal::ctrl_c().await;
+    })
+    .await?;
+    Ok(())
 }

@@ -36,6 +36,11 @@ enum Task {
         /// How many jobs.
         #[arg(long, default_value_t = 100_000)]
         jobs: usize,
+        /// Afterwards, keep serving the admin API and dashboard on the demo
+        /// data (http://127.0.0.1:8088/, AWA_ADMIN_TOKEN for actions) until
+        /// Ctrl-C.
+        #[arg(long)]
+        serve: bool,
     },
     /// Throughput, latency and PostgreSQL-side cost of the job path (a
     /// private throwaway cluster unless DATABASE_URL is set). For real
@@ -77,7 +82,7 @@ fn main() -> ExitCode {
         match xtask.task {
             Task::Migrate => migrate::run().await,
             Task::Test { args } => test::run(args).await,
-            Task::Demo { jobs } => demo::run(jobs).await,
+            Task::Demo { jobs, serve } => demo::run(jobs, serve).await,
             Task::Bench(args) => bench::run(args).await,
             Task::Chaos(args) => chaos::run(args).await,
             Task::BenchProc(args) => bench::proc_child(args).await,

@@ -286,9 +286,12 @@ function updateTokenControls() {
   forget.hidden = !wants || !token();
 }
 
+// One render at a time; a request for another while one runs (a click, a
+// hash change) renders again right after it.
 let rendering = false;
+let again = false;
 async function render() {
-  if (rendering) return;
+  if (rendering) { again = true; return; }
   rendering = true;
   const { name, arg } = route();
   for (const a of document.querySelectorAll("nav a")) {
@@ -321,6 +324,7 @@ async function render() {
     }
   } finally {
     rendering = false;
+    if (again) { again = false; render(); }
   }
 }
 

@@ -17,14 +17,21 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 /// By kind: `ok` completes, `retry` asks to run again in an hour,
-/// `fail` and `dead` fail for good.
-struct ByKind;
+/// `hold` completes once released (after the test cancelled it, so its
+/// result is a stale write), `fail` and `dead` fail for good.
+struct ByKind {
+    release: std::sync::Arc<tokio::sync::Notify>,
+}
 
 #[async_trait]
 impl Handler for ByKind {
     async fn handle(&self, ctx: JobContext) -> HandlerResult {
         match ctx.job.kind.as_str() {
             "ok" => Ok(Outcome::Complete),
+            "hold" => {
+                self.release.notified().await;
+                Ok(Outcome::Complete)
+            }
             "retry" => Err(JobError::RetryAfter(
                 Duration::from_secs(3600),
                 "again later".into(),
@@ -103,6 +110,7 @@ async fn the_counters_equal_what_the_workload_did() {
         ("m", "ok", 6),
         ("m", "retry", 2),
         ("m", "fail", 1),
+        ("m", "hold", 1),
         ("mdlq", "dead", 2),
     ] {
         for i in 0..n {
@@ -111,11 +119,16 @@ async fn the_counters_equal_what_the_workload_did() {
             jobs.push(job);
         }
     }
-    client.insert_raw(&pool, &jobs).await.unwrap();
+    let inserted = client.insert_raw(&pool, &jobs).await.unwrap();
+    let hold = inserted[9].id;
 
     let worker_config = WorkerConfig::new(schema(), vec![(queue("m"), 4), (queue("mdlq"), 4)]);
     let mut worker = Worker::new(pool.clone(), worker_config);
-    worker.register_default(ByKind);
+    let release = std::sync::Arc::new(tokio::sync::Notify::new());
+    worker.register_default(ByKind {
+        release: release.clone(),
+    });
+    let worker_stats = worker.stats();
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
     let running = tokio::spawn(worker.run(async move {
         let _ = stop_rx.await;
@@ -134,12 +147,31 @@ async fn the_counters_equal_what_the_workload_did() {
             && n("m", "retryable") == 2
             && n("m", "failed") == 1
             && n("mdlq", "dead_lettered") == 2
+            && n("m", "running") == 1
         {
             break;
         }
         assert!(
             tokio::time::Instant::now() < deadline,
             "the workload did not finish: {stats:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // Cancel the held job while it runs, then let its handler finish: the
+    // guarded finish rejects that result.
+    let mut conn = pool.acquire().await.unwrap();
+    use awa_exec::ExecPlane;
+    let from = awa_exec::PgExecPlane::new(schema())
+        .cancel_job(&mut conn, hold)
+        .await
+        .unwrap();
+    assert_eq!(from.as_deref(), Some("running"));
+    drop(conn);
+    release.notify_one();
+    while worker_stats.snapshot().rejected < 1 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the stale result was never written"
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
@@ -163,6 +195,7 @@ async fn the_counters_equal_what_the_workload_did() {
         ("m", "ok", 6.0),
         ("m", "retry", 2.0),
         ("m", "fail", 1.0),
+        ("m", "hold", 1.0),
         ("mdlq", "dead", 2.0),
     ] {
         assert_eq!(
@@ -194,7 +227,8 @@ async fn the_counters_equal_what_the_workload_did() {
     assert_eq!(value(&s, "awa_jobs_failed_total", &[]), 1.0);
     assert_eq!(of("awa_jobs_dead_lettered_total", "mdlq", "dead"), 2.0);
     assert_eq!(value(&s, "awa_jobs_dead_lettered_total", &[]), 2.0);
-    assert_eq!(value(&s, "awa_stale_writes_rejected_total", &[]), 0.0);
+    assert_eq!(of("awa_stale_writes_rejected_total", "m", "hold"), 1.0);
+    assert_eq!(value(&s, "awa_stale_writes_rejected_total", &[]), 1.0);
     assert!(value(&s, "awa_claim_duration_seconds_count", &[("queue", "m")]) >= 1.0);
     assert!(value(&s, "awa_finish_duration_seconds_count", &[]) >= 1.0);
 
@@ -218,5 +252,38 @@ async fn the_counters_equal_what_the_workload_did() {
     assert!(
         s.iter()
             .any(|(n, l, _)| n == "awa_ring_slot_rows" && l.get("ring").is_some())
+    );
+
+    // The Grafana dashboard charts only names this endpoint exports (the
+    // two added appear once something happened: a waiting job, a ring
+    // outcome; this workload leaves neither).
+    let grafana = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/grafana-awa.json"),
+    )
+    .unwrap();
+    let mut exported: std::collections::BTreeSet<&str> =
+        s.iter().map(|(n, _, _)| n.as_str()).collect();
+    exported.extend([
+        "awa_queue_oldest_available_seconds",
+        "awa_ring_last_outcome_timestamp_seconds",
+    ]);
+    let mut charted = std::collections::BTreeSet::new();
+    for (at, _) in grafana.match_indices("awa_") {
+        let name: String = grafana[at..]
+            .chars()
+            .take_while(|c| c.is_ascii_lowercase() || *c == '_')
+            .collect();
+        if name.starts_with("awa_overview") {
+            continue;
+        }
+        assert!(
+            exported.contains(name.as_str()),
+            "docs/grafana-awa.json charts {name}, which /metrics does not export"
+        );
+        charted.insert(name);
+    }
+    assert!(
+        charted.len() >= 12,
+        "the dashboard charts the metrics: {charted:?}"
     );
 }

@@ -1,0 +1,385 @@
+//! The dashboard in a real headless browser (Debian's `chromium`, over the
+//! DevTools protocol): each page shows the database's numbers, retrying a
+//! dead letter from its button removes it (and the database agrees), the
+//! storage page names a pinned snapshot, and the page fits a 375 px screen.
+//! Screenshots of every page go to `target/screenshots/` for review.
+//!
+//! Without chromium this test skips with a loud message, unless CI is set:
+//! then it fails (`.ci/run` installs chromium).
+
+mod common;
+
+use awa_admin::AppState;
+use chromiumoxide::browser::{Browser, BrowserConfig};
+use chromiumoxide::cdp::browser_protocol::emulation::SetDeviceMetricsOverrideParams;
+use chromiumoxide::page::{Page, ScreenshotParams};
+use common::*;
+use futures::StreamExt;
+use std::path::PathBuf;
+use std::time::Duration;
+
+fn chromium() -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .flat_map(|dir| ["chromium", "chromium-browser"].map(|name| dir.join(name)))
+        .find(|p| p.is_file())
+}
+
+fn screenshots() -> PathBuf {
+    // CARGO_TARGET_TMPDIR is <target>/tmp.
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .parent()
+        .expect("the target directory")
+        .join("screenshots");
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// Evaluate `js` until it yields true (the page refreshes on its own).
+async fn wait_for(page: &Page, what: &str, js: &str) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(40);
+    loop {
+        let ok = page
+            .evaluate(js)
+            .await
+            .ok()
+            .and_then(|r| r.into_value::<bool>().ok())
+            .unwrap_or(false);
+        if ok {
+            return;
+        }
+        if tokio::time::Instant::now() > deadline {
+            let body = page
+                .evaluate("document.body.innerText")
+                .await
+                .ok()
+                .and_then(|r| r.into_value::<String>().ok())
+                .unwrap_or_default();
+            panic!("timed out waiting for {what}; the page shows:\n{body}");
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+async fn text(page: &Page, selector: &str) -> String {
+    let js = format!(
+        "(() => {{ const e = document.querySelector({}); return e ? e.textContent : null; }})()",
+        serde_json::to_string(selector).unwrap()
+    );
+    page.evaluate(js.as_str())
+        .await
+        .unwrap()
+        .into_value::<Option<String>>()
+        .unwrap()
+        .unwrap_or_else(|| panic!("no element {selector}"))
+}
+
+async fn count(page: &Page, selector: &str) -> usize {
+    let js = format!(
+        "document.querySelectorAll({}).length",
+        serde_json::to_string(selector).unwrap()
+    );
+    page.evaluate(js.as_str())
+        .await
+        .unwrap()
+        .into_value::<usize>()
+        .unwrap()
+}
+
+async fn visit(page: &Page, base: &str, hash: &str, ready: &str) {
+    page.evaluate(format!("location.hash = {}", serde_json::to_string(hash).unwrap()).as_str())
+        .await
+        .unwrap();
+    let _ = base;
+    wait_for(page, hash, ready).await;
+}
+
+async fn shoot(page: &Page, name: &str) {
+    let path = screenshots().join(format!("{name}.png"));
+    page.save_screenshot(ScreenshotParams::builder().full_page(true).build(), &path)
+        .await
+        .unwrap();
+    assert!(
+        std::fs::metadata(&path).unwrap().len() > 1000,
+        "{name}.png written"
+    );
+}
+
+#[tokio::test]
+async fn every_page_shows_the_database_and_retry_works() {
+    let Some(chromium) = chromium() else {
+        if std::env::var_os("CI").is_some() {
+            panic!(
+                "chromium is not installed: .ci/run installs it with apt-get install -y chromium"
+            );
+        }
+        eprintln!(
+            "\n\n*** SKIPPED the dashboard browser test: chromium is not installed \
+             (apt-get install -y chromium) ***\n\n"
+        );
+        return;
+    };
+    let (_db, pool) = setup().await;
+    // A snapshot held open from the start: old enough by the storage page.
+    let mut pinning = pool.acquire().await.unwrap();
+    sqlx::query("BEGIN ISOLATION LEVEL REPEATABLE READ")
+        .execute(&mut *pinning)
+        .await
+        .unwrap();
+    let pinning_pid: i32 = sqlx::query_scalar("SELECT pg_backend_pid()")
+        .fetch_one(&mut *pinning)
+        .await
+        .unwrap();
+    let seeded = seed(&pool).await;
+    let mut conn = pool.acquire().await.unwrap();
+    awa_control::runtimes::register(
+        &mut conn,
+        &awa_control::runtimes::RuntimeInfo {
+            instance_id: uuid::Uuid::new_v4(),
+            role: "worker",
+            queues: vec!["alpha".into(), "dead".into()],
+        },
+    )
+    .await
+    .unwrap();
+    drop(conn);
+
+    let mut config = config(true);
+    config.pinned_alert = Duration::from_secs(1);
+    let listener = awa_admin::bind("127.0.0.1:0".parse().unwrap())
+        .await
+        .unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let server = tokio::spawn(awa_admin::serve(
+        listener,
+        AppState::new(pool.clone(), config, None),
+        async move {
+            let _ = stop_rx.await;
+        },
+    ));
+
+    let profile = tempfile::tempdir().unwrap();
+    let browser_config = BrowserConfig::builder()
+        .chrome_executable(chromium)
+        .no_sandbox()
+        .user_data_dir(profile.path())
+        .window_size(1280, 900)
+        // Generous: the rest of the suite may be loading the machine.
+        .launch_timeout(Duration::from_secs(60))
+        .request_timeout(Duration::from_secs(60))
+        .args([
+            "--disable-gpu",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--no-first-run",
+            "--disable-quic",
+        ])
+        .build()
+        .unwrap();
+    let (mut browser, mut handler) = Browser::launch(browser_config).await.unwrap();
+    let events = tokio::spawn(async move { while handler.next().await.is_some() {} });
+    let page = browser.new_page(format!("{base}/#/queues")).await.unwrap();
+    page.execute(SetDeviceMetricsOverrideParams::new(1280, 900, 1.0, false))
+        .await
+        .unwrap();
+
+    // Queues: every count cell equals the database's.
+    wait_for(
+        &page,
+        "the queues table",
+        "!!document.querySelector('#queues [data-queue=\"alpha\"]')",
+    )
+    .await;
+    let mut conn = pool.acquire().await.unwrap();
+    use awa_history::HistoryPlane;
+    let stats = awa_history::PgHistoryPlane::new(schema())
+        .queue_stats(&mut conn, None)
+        .await
+        .unwrap();
+    drop(conn);
+    for (q, states) in &stats {
+        for s in [
+            "available",
+            "scheduled",
+            "completed",
+            "dead_lettered",
+            "running",
+        ] {
+            let want = states.get(s).copied().unwrap_or(0).to_string();
+            let sel = format!("#queues td[data-queue=\"{q}\"][data-state=\"{s}\"]");
+            assert_eq!(text(&page, &sel).await, want, "{q} {s}");
+        }
+    }
+    assert_eq!(
+        count(&page, "#queues [data-spark] svg polyline").await,
+        stats.len()
+    );
+    assert_eq!(
+        count(&page, "#queues button:disabled").await,
+        stats.len(),
+        "actions wait for the token"
+    );
+    assert_eq!(
+        count(&page, "#token-form:not([hidden])").await,
+        1,
+        "the page asks for the token"
+    );
+    shoot(&page, "queues").await;
+
+    // Narrow screen: nothing wider than the viewport but the scrolling tables.
+    page.execute(SetDeviceMetricsOverrideParams::new(375, 800, 1.0, true))
+        .await
+        .unwrap();
+    wait_for(
+        &page,
+        "a 375 px layout",
+        "document.documentElement.scrollWidth <= 375",
+    )
+    .await;
+    shoot(&page, "queues-375px").await;
+    page.execute(SetDeviceMetricsOverrideParams::new(1280, 900, 1.0, false))
+        .await
+        .unwrap();
+
+    // Jobs, filtered by queue.
+    visit(
+        &page,
+        &base,
+        "#/jobs?queue=alpha",
+        "!!document.querySelector('#jobs')",
+    )
+    .await;
+    let alpha_jobs: i64 = sqlx::query_scalar("SELECT count(*) FROM awa.jobs WHERE queue = 'alpha'")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(count(&page, "#jobs tbody tr").await as i64, alpha_jobs);
+    assert_eq!(
+        text(&page, &format!("[data-job-state=\"{}\"]", seeded.completed)).await,
+        state_of(&pool, seeded.completed).await
+    );
+    shoot(&page, "jobs").await;
+
+    // One job.
+    visit(
+        &page,
+        &base,
+        &format!("#/job/{}", seeded.dead[0]),
+        "!!document.querySelector('#job-detail')",
+    )
+    .await;
+    assert_eq!(text(&page, "[data-field=\"state\"]").await, "dead_lettered");
+    assert_eq!(text(&page, "[data-field=\"last error\"]").await, "boom");
+    shoot(&page, "job").await;
+
+    // DLQ: unlock with the token, click retry on one entry, see it leave.
+    visit(&page, &base, "#/dlq", "!!document.querySelector('#dlq')").await;
+    assert_eq!(count(&page, "#dlq tbody tr").await, 2);
+    page.find_element("#token-input")
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap()
+        .type_str(TOKEN)
+        .await
+        .unwrap();
+    page.find_element("#token-form button")
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    wait_for(
+        &page,
+        "the token form to go",
+        "getComputedStyle(document.getElementById('token-form')).display === 'none'",
+    )
+    .await;
+    let retry = format!(
+        "[data-dlq-id=\"{}\"] button[data-action=\"retry\"]",
+        seeded.dead[0]
+    );
+    wait_for(
+        &page,
+        "the retry button to unlock",
+        &format!(
+            "!!document.querySelector('{}') && !document.querySelector('{}').disabled",
+            retry.replace('\'', "\\'"),
+            retry.replace('\'', "\\'")
+        ),
+    )
+    .await;
+    page.find_element(retry.as_str())
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    wait_for(
+        &page,
+        "the retried entry to leave",
+        &format!("!document.querySelector('[data-dlq-id=\"{}\"]') && document.querySelectorAll('#dlq tbody tr').length === 1", seeded.dead[0]),
+    )
+    .await;
+    assert_eq!(
+        state_of(&pool, seeded.dead[0]).await,
+        "available",
+        "the database agrees"
+    );
+    let left: i64 = sqlx::query_scalar("SELECT count(*) FROM awa.dlq_entries")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(left, 1);
+    shoot(&page, "dlq").await;
+
+    // Storage: ring cursors as stored, and the pinned snapshot named.
+    visit(
+        &page,
+        &base,
+        "#/storage",
+        "!!document.querySelector('#pinned-alert')",
+    )
+    .await;
+    let slots: Vec<(String, i32)> = sqlx::query_as(
+        "SELECT DISTINCT ON (ring) ring, slot FROM awa.ring_ledger ORDER BY ring, generation DESC",
+    )
+    .fetch_all(&pool)
+    .await
+    .unwrap();
+    assert!(!slots.is_empty());
+    for (ring, slot) in slots {
+        assert_eq!(
+            text(&page, &format!("[data-ring-slot=\"{ring}\"]")).await,
+            slot.to_string(),
+            "ring {ring}"
+        );
+    }
+    let alert = text(&page, "#pinned-alert").await;
+    assert!(alert.contains(&format!("pid {pinning_pid}")), "{alert}");
+    shoot(&page, "storage").await;
+
+    // Runtimes.
+    visit(
+        &page,
+        &base,
+        "#/runtimes",
+        "!!document.querySelector('#runtimes')",
+    )
+    .await;
+    assert_eq!(count(&page, "#runtimes tbody tr").await, 1);
+    shoot(&page, "runtimes").await;
+
+    sqlx::query("ROLLBACK")
+        .execute(&mut *pinning)
+        .await
+        .unwrap();
+    browser.close().await.unwrap();
+    let _ = browser.wait().await;
+    events.abort();
+    let _ = stop_tx.send(());
+    server.await.unwrap().unwrap();
+}
