@@ -25,6 +25,7 @@ pub mod worker;
 pub use error::Error as ExecError;
 pub use plane::{
     AttemptProgress, ExecPlane, Finish, Finished, Frontier, PgExecPlane, Progress, Published,
+    cancel_in,
 };
 
 /// DDL: defines `awa.install_exec_plane(schema, lease_slots, claim_slots)`.

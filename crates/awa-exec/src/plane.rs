@@ -467,3 +467,22 @@ impl ExecPlane for PgExecPlane {
         Ok(rescued as u64)
     }
 }
+
+/// Cancel job `id` in the first of `schemas` that holds it unfinished;
+/// the state it was cancelled from, or None. For callers that follow the
+/// storage routing over several substrates (ids are database-wide).
+pub async fn cancel_in(
+    conn: &mut PgConnection,
+    schemas: &[SchemaName],
+    id: JobId,
+) -> Result<Option<String>, ExecError> {
+    for schema in schemas {
+        if let Some(from) = PgExecPlane::new(schema.clone())
+            .cancel_job(conn, id)
+            .await?
+        {
+            return Ok(Some(from));
+        }
+    }
+    Ok(None)
+}

@@ -17,7 +17,9 @@ mod plane;
 
 pub use error::Error as HistoryError;
 pub use operator::{JobFilter, ThroughputPoint};
-pub use plane::{HistoryPlane, JobView, PendingState, PgHistoryPlane, PrunedHorizon, QueueStats};
+pub use plane::{
+    HistoryPlane, JobView, PendingState, PgHistoryPlane, PrunedHorizon, QueueStats, job_in,
+};
 
 /// DDL: defines `awa.install_history_plane(schema, queue_slots)`.
 pub const INSTALL_SQL: &str = include_str!("../sql/install_history_plane.sql");

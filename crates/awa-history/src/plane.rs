@@ -260,3 +260,19 @@ impl HistoryPlane for PgHistoryPlane {
             .collect())
     }
 }
+
+/// Job `id` as the first of `schemas` that knows it shows it (ids are
+/// database-wide, so at most one does once a move has settled): for
+/// readers that follow the storage routing over several substrates.
+pub async fn job_in(
+    conn: &mut PgConnection,
+    schemas: &[SchemaName],
+    id: JobId,
+) -> Result<Option<JobView>, HistoryError> {
+    for schema in schemas {
+        if let Some(job) = PgHistoryPlane::new(schema.clone()).job(conn, id).await? {
+            return Ok(Some(job));
+        }
+    }
+    Ok(None)
+}

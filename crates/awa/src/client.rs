@@ -244,18 +244,10 @@ impl Client {
 
     /// One job as the read views show it (any state), or None.
     pub async fn job(&self, id: JobId) -> Result<Option<awa_history::JobView>, Error> {
-        use awa_history::HistoryPlane;
         let mut conn = self.pool.acquire().await?;
         // Ids are database-wide: the first substrate that knows it.
-        for schema in self.routing(&mut conn).await?.reads() {
-            if let Some(job) = awa_history::PgHistoryPlane::new(schema)
-                .job(&mut conn, id)
-                .await?
-            {
-                return Ok(Some(job));
-            }
-        }
-        Ok(None)
+        let reads = self.routing(&mut conn).await?.reads();
+        Ok(awa_history::job_in(&mut conn, &reads, id).await?)
     }
 
     /// Cancel a job wherever it is (waiting, scheduled or running: a
@@ -263,17 +255,9 @@ impl Client {
     /// `is_cancelled()` at its next heartbeat). Returns the state it was
     /// cancelled from, or None when it was unknown or already finished.
     pub async fn cancel(&self, id: JobId) -> Result<Option<String>, Error> {
-        use awa_exec::ExecPlane;
         let mut conn = self.pool.acquire().await?;
-        for schema in self.routing(&mut conn).await?.reads() {
-            if let Some(from) = awa_exec::PgExecPlane::new(schema)
-                .cancel_job(&mut conn, id)
-                .await?
-            {
-                return Ok(Some(from));
-            }
-        }
-        Ok(None)
+        let reads = self.routing(&mut conn).await?.reads();
+        Ok(awa_exec::cancel_in(&mut conn, &reads, id).await?)
     }
 
     /// Stop the workers started by [`crate::ClientBuilder::start`]: no new

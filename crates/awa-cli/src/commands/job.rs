@@ -3,7 +3,6 @@
 use crate::cli::{Cli, EnqueueArgs, JobCommand, JobListArgs};
 use crate::{db, error::CliError, input, output, progress::Progress};
 use awa_core::{JobState, NewJob, Priority, QueueName, bounds};
-use awa_exec::{ExecPlane, PgExecPlane};
 use awa_history::{HistoryPlane, JobView, PgHistoryPlane};
 use awa_ready::{Enqueued, PgReadyPlane, ReadyPlane};
 use sqlx::Connection;
@@ -169,13 +168,7 @@ async fn dump(cli: &Cli, id: i64) -> Result<(), CliError> {
     let url = db::require_url(&cli.database_url)?;
     let mut conn = db::connect_migrated(url).await?;
     let routing = db::routing(cli, &mut conn).await?;
-    let mut found = None;
-    for s in routing.reads() {
-        if let Some(job) = PgHistoryPlane::new(s).job(&mut conn, id).await? {
-            found = Some(job);
-            break;
-        }
-    }
+    let found = awa_history::job_in(&mut conn, &routing.reads(), id).await?;
     let schema = routing.write().clone();
     let history = PgHistoryPlane::new(schema.clone());
     let Some(job) = found else {
@@ -229,14 +222,7 @@ async fn cancel(cli: &Cli, id: i64) -> Result<(), CliError> {
     let mut conn = db::connect_migrated(url).await?;
     let routing = db::routing(cli, &mut conn).await?;
     let schema = routing.write().clone();
-    let mut cancelled = None;
-    for s in routing.reads() {
-        if let Some(from) = PgExecPlane::new(s).cancel_job(&mut conn, id).await? {
-            cancelled = Some(from);
-            break;
-        }
-    }
-    let Some(from) = cancelled else {
+    let Some(from) = awa_exec::cancel_in(&mut conn, &routing.reads(), id).await? else {
         return Err(CliError::NotFound(format!(
             "no unfinished job with id {id} in schema {schema} (unknown, or already completed, failed, cancelled or dead-lettered)"
         )));
