@@ -387,9 +387,7 @@ async fn regression_database_errors_show_message_and_hint_not_a_source_line() {
     .execute(&mut conn)
     .await
     .expect("login");
-    let (scheme, rest) = url.split_once("://").unwrap();
-    let host = rest.rsplit_once('@').map_or(rest, |(_, h)| h);
-    let role_url = format!("{scheme}://{role}:pw@{host}");
+    let role_url = common::as_role(url, &role);
     let run = awa(&role_url, &["job", "list", "--json"]);
     assert!(!run.ok(), "{run:#?}");
     assert!(run.stderr.contains("permission denied"), "{run:#?}");
@@ -432,9 +430,7 @@ async fn the_binary_works_as_the_runtime_role() {
     .expect("role");
     let granted = awa(url, &["storage", "grant-runtime-role", "--role", &role]);
     assert!(granted.ok(), "{granted:#?}");
-    let (scheme, rest) = url.split_once("://").unwrap();
-    let host = rest.rsplit_once('@').map_or(rest, |(_, h)| h);
-    let rt = format!("{scheme}://{role}:pw@{host}");
+    let rt = common::as_role(url, &role);
 
     common::enqueue(&rt, "rq", "k", 30);
     let run = awa(

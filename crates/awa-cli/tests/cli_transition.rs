@@ -360,9 +360,7 @@ async fn an_abort_from_mixed_by_the_runtime_role_loses_nothing() {
             ],
         );
     }
-    let (scheme, rest) = url.split_once("://").unwrap();
-    let host = rest.rsplit_once('@').map_or(rest, |(_, h)| h);
-    let rt = format!("{scheme}://{role}:pw@{host}");
+    let rt = common::as_role(&url, &role);
 
     // Workers and the producer as the runtime role.
     let mut workers = vec![worker(&rt, &log), worker(&rt, &log)];

@@ -263,3 +263,11 @@ pub fn assert_hidden(secret: &str, how: &str, run: &Run) {
         "{how}: {secret:?} was printed: {run:#?}"
     );
 }
+
+/// `url` with its user replaced by `role` (password `pw`), for tests that
+/// run the binary as a role they created.
+pub fn as_role(url: &str, role: &str) -> String {
+    let (scheme, rest) = url.split_once("://").expect("a URL with a scheme");
+    let host = rest.rsplit_once('@').map_or(rest, |(_, h)| h);
+    format!("{scheme}://{role}:pw@{host}")
+}
