@@ -42,6 +42,7 @@ pub async fn run(jobs: usize, serve: bool) -> Result<ExitCode, BoxError> {
         workers: WORKERS,
         concurrency: CONCURRENCY,
         leader: true,
+        end_to_end: None,
     };
     println!(
         "enqueueing {jobs} jobs into queue {QUEUE:?} (batches of {BATCH}); \

@@ -2,7 +2,7 @@
 //! `bench` run them, and the connection pools they share.
 
 use crate::BoxError;
-use crate::latency::{LatencyRecorder, NoopHandler};
+use crate::latency::{EndToEnd, LatencyRecorder, NoopHandler};
 use awa_core::{QueueName, SchemaName};
 use awa_exec::worker::{Stats, Worker, WorkerConfig};
 use awa_maint::leader::{self, LeaderConfig};
@@ -29,13 +29,20 @@ pub fn ping_on_acquire() -> bool {
     PING_ON_ACQUIRE.load(Ordering::Relaxed)
 }
 
-pub async fn pool(url: &str, size: u32) -> Result<PgPool, sqlx::Error> {
-    PgPoolOptions::new()
+/// A pool connecting as Awa's own sessions do
+/// (`awa_core::conninfo::connect_options`: the URL read as libpq reads it,
+/// and `jit = off`), so the worker and the leader the bench runs are the
+/// ones an application's `awa::Client` or `awa worker run` would run. The
+/// baseline's sessions get the same options: both sides are measured with
+/// JIT off.
+pub async fn pool(url: &str, size: u32) -> Result<PgPool, BoxError> {
+    let options = awa_core::conninfo::connect_options(url)?;
+    Ok(PgPoolOptions::new()
         .max_connections(size)
         .test_before_acquire(ping_on_acquire())
         .acquire_timeout(Duration::from_secs(30))
-        .connect(url)
-        .await
+        .connect_with(options)
+        .await?)
 }
 
 pub fn schema() -> SchemaName {
@@ -51,6 +58,9 @@ pub struct FleetConfig {
     /// Also run a maintenance leader candidate with the standard task set
     /// at its default cadences (as `awa worker run` does).
     pub leader: bool,
+    /// Also record end-to-end latency (`ready_at` to the commit of each
+    /// result, through a lifecycle hook).
+    pub end_to_end: Option<Arc<EndToEnd>>,
 }
 
 /// Running workers (and leader candidate); stop with [`Fleet::stop`].
@@ -83,7 +93,12 @@ impl Fleet {
             );
             worker.register_default(NoopHandler {
                 latency: latency.clone(),
+                end_to_end: config.end_to_end.clone(),
             });
+            if let Some(e2e) = config.end_to_end.clone() {
+                // Hooks run only for results whose finish call committed.
+                worker.on_event(move |event| e2e.finished(event.job_id.0));
+            }
             stats.push(worker.stats());
             let mut rx = stop_rx.clone();
             workers.push(tokio::spawn(worker.run(async move {

@@ -1,7 +1,9 @@
 //! Pickup latency, shared by `demo` and `bench`: a no-op handler that
 //! records how long each job waited between becoming runnable (`ready_at`,
 //! stamped by PostgreSQL) and its handler starting, and the percentiles of
-//! what it recorded.
+//! what it recorded. With [`EndToEnd`], also how long until its result was
+//! committed (`ready_at` to the commit of the finish call, as the worker's
+//! lifecycle hook reports it).
 //!
 //! Every sample is kept (4 bytes each), so percentiles are exact; a million
 //! jobs cost 4 MB. Both clocks are the same machine's wall clock when the
@@ -10,6 +12,7 @@
 use async_trait::async_trait;
 use awa_exec::worker::{Handler, HandlerResult, JobContext, Outcome};
 use chrono::{DateTime, Utc};
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 /// Latency samples in microseconds.
@@ -72,16 +75,55 @@ impl Percentiles {
     }
 }
 
-/// Completes every job at once, recording its pickup latency first.
+/// End-to-end latency: `ready_at` to the commit of the job's result. The
+/// handler [`started`](EndToEnd::started) the job; the worker's lifecycle
+/// hook, which runs only once the finish call committed, reports it
+/// [`finished`](EndToEnd::finished).
+#[derive(Debug, Default)]
+pub struct EndToEnd {
+    pending: Mutex<HashMap<i64, DateTime<Utc>>>,
+    pub latency: LatencyRecorder,
+}
+
+impl EndToEnd {
+    pub fn new() -> Arc<Self> {
+        Arc::new(Self::default())
+    }
+
+    pub fn started(&self, job_id: i64, ready_at: DateTime<Utc>) {
+        self.pending
+            .lock()
+            .expect("end-to-end lock")
+            .insert(job_id, ready_at);
+    }
+
+    pub fn finished(&self, job_id: i64) {
+        let ready_at = self
+            .pending
+            .lock()
+            .expect("end-to-end lock")
+            .remove(&job_id);
+        if let Some(ready_at) = ready_at {
+            self.latency.record_since(ready_at);
+        }
+    }
+}
+
+/// Completes every job at once, recording its pickup latency first (and
+/// its start, for the end-to-end figure, when asked).
 #[derive(Debug, Clone)]
 pub struct NoopHandler {
     pub latency: Arc<LatencyRecorder>,
+    pub end_to_end: Option<Arc<EndToEnd>>,
 }
 
 #[async_trait]
 impl Handler for NoopHandler {
     async fn handle(&self, ctx: JobContext) -> HandlerResult {
         self.latency.record_since(ctx.job.ready_at);
+        if let Some(e2e) = &self.end_to_end {
+            e2e.started(ctx.job.token.job_id.0, ctx.job.ready_at);
+        }
         Ok(Outcome::Complete)
     }
 }

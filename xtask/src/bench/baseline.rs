@@ -17,7 +17,7 @@
 
 use crate::BoxError;
 use crate::fleet::{FleetConfig, FleetTotals};
-use crate::latency::LatencyRecorder;
+use crate::latency::{EndToEnd, LatencyRecorder};
 use chrono::{DateTime, Utc};
 use sqlx::{Connection, PgConnection, PgPool};
 use std::sync::Arc;
@@ -146,7 +146,10 @@ impl BaselineFleet {
                     config.queue.as_str().to_string(),
                     config.concurrency,
                     completion,
-                    latency.clone(),
+                    Recorders {
+                        pickup: latency.clone(),
+                        end_to_end: config.end_to_end.clone(),
+                    },
                     counters.clone(),
                     stop_rx.clone(),
                 ))
@@ -183,16 +186,27 @@ impl BaselineFleet {
     }
 }
 
+/// What the baseline's worker records: pickup latency, and end-to-end
+/// latency when asked.
+struct Recorders {
+    pickup: Arc<LatencyRecorder>,
+    end_to_end: Option<Arc<EndToEnd>>,
+}
+
 /// One worker: dispatcher, listener and completer, as ours has.
 async fn worker(
     pool: PgPool,
     queue: String,
     concurrency: usize,
     completion: Completion,
-    latency: Arc<LatencyRecorder>,
+    recorders: Recorders,
     counters: Arc<Counters>,
     mut stop: watch::Receiver<bool>,
 ) {
+    let Recorders {
+        pickup: latency,
+        end_to_end,
+    } = recorders;
     let wake = Arc::new(Notify::new());
     let listener = tokio::spawn(listen(pool.clone(), queue.clone(), wake.clone()));
     let (done_tx, done_rx) = mpsc::unbounded_channel::<(i64, i32)>();
@@ -201,6 +215,7 @@ async fn worker(
         completion,
         done_rx,
         counters.clone(),
+        end_to_end.clone(),
     ));
     let semaphore = Arc::new(Semaphore::new(concurrency));
     let instance = format!("baseline-{}", std::process::id());
@@ -245,9 +260,13 @@ async fn worker(
                 .expect("claimed no more jobs than free permits");
             let done = done_tx.clone();
             let latency = latency.clone();
+            let end_to_end = end_to_end.clone();
             tokio::spawn(async move {
                 // The no-op handler: record pickup latency, complete.
                 latency.record_since(job.run_at);
+                if let Some(e2e) = &end_to_end {
+                    e2e.started(job.id, job.run_at);
+                }
                 let _ = done.send((job.id, job.attempt));
                 drop(permit);
             });
@@ -298,6 +317,7 @@ async fn complete(
     completion: Completion,
     mut rx: mpsc::UnboundedReceiver<(i64, i32)>,
     counters: Arc<Counters>,
+    end_to_end: Option<Arc<EndToEnd>>,
 ) {
     let mut ids = Vec::with_capacity(COMPLETE_BATCH);
     let mut attempts = Vec::with_capacity(COMPLETE_BATCH);
@@ -322,6 +342,12 @@ async fn complete(
                 .await;
             match result {
                 Ok(done) => {
+                    // Committed (autocommit): the end of each job's trip.
+                    if let Some(e2e) = &end_to_end {
+                        for id in &ids {
+                            e2e.finished(*id);
+                        }
+                    }
                     let n = done.rows_affected();
                     counters.completed.fetch_add(n, Ordering::Relaxed);
                     counters

@@ -95,6 +95,7 @@ async fn run_system(
             workers: WORKERS,
             concurrency,
             leader: false,
+            end_to_end: None,
         },
         LatencyRecorder::new(),
     );

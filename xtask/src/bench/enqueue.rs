@@ -158,7 +158,7 @@ pub async fn run(ctx: &Ctx) -> Result<(EnqueueReport, Option<EnqueueReport>), Bo
             ));
             match system {
                 System::Awa => runs.push(run),
-                System::Baseline(_) => baseline_runs.push(run),
+                System::Baseline(_) | System::Plain => baseline_runs.push(run),
             }
         }
     }

@@ -11,10 +11,12 @@
 
 mod baseline;
 mod compare;
+mod cost;
 mod drain;
 mod enqueue;
 mod pgstats;
 mod pinned;
+mod plain;
 mod procs;
 mod profile;
 mod python;
@@ -39,9 +41,12 @@ pub use procs::{ProcArgs, child as proc_child};
 #[derive(Debug, clap::Args)]
 pub struct BenchArgs {
     /// Run only this scenario (repeatable). Default: enqueue, drain,
-    /// steady, pinned, procs, baseline, and soak with --long. `procs` is
-    /// steady with a separate producer process committing one job per
-    /// transaction and a separate worker process at concurrency 16.
+    /// steady, pinned, procs, cost, baseline, and soak with --long. `procs`
+    /// is steady with a separate producer process committing one job per
+    /// transaction and a separate worker process at concurrency 16. `cost`
+    /// runs procs at 200/s and 1,000/s beside a plain INSERT + COMMIT of the
+    /// same payload at the same rate, and reports server CPU per job (the
+    /// cluster's processes, from /proc) and their ratio.
     /// `baseline` runs a plain SKIP LOCKED jobs table through each
     /// selected enqueue, drain, steady, pinned and procs variant right
     /// after ours (alone, it brings enqueue, drain and steady along) and
@@ -64,7 +69,11 @@ pub struct BenchArgs {
     #[arg(long)]
     long: bool,
     /// Also profile enqueue, claim and finish with EXPLAIN (ANALYZE,
-    /// BUFFERS) and auto_explain of the statements inside (needs psql).
+    /// BUFFERS) and auto_explain of the statements inside (needs psql),
+    /// and list the statements that took the most server time in scenarios
+    /// `cost` and `procs`, with calls and mean (pg_stat_statements: the
+    /// private cluster preloads it, with `track = all`; on a DATABASE_URL
+    /// server only if it is already in shared_preload_libraries).
     #[arg(long)]
     explain: bool,
     /// Also write the JSON document to this file (tables still printed).
@@ -95,6 +104,10 @@ pub enum Scenario {
     Steady,
     Pinned,
     Procs,
+    /// The price of one job: server CPU per job (the cluster's own process
+    /// accounting) at one job per transaction, beside a plain INSERT +
+    /// COMMIT of the same payload at the same rate.
+    Cost,
     Soak,
     Baseline,
     /// Python no-op handlers against Rust ones (only when named).
@@ -115,6 +128,9 @@ pub struct Ctx {
     pub drain_concurrency: Option<usize>,
     /// `--procs-connections`, else the procs producer's default.
     pub procs_connections: Option<usize>,
+    /// `--explain` and the server has pg_stat_statements loaded: runs that
+    /// report their statements (scenarios `procs` and `cost`) read it.
+    pub statements: bool,
     template_key: String,
     notes: Mutex<Vec<String>>,
 }
@@ -211,6 +227,12 @@ impl Ctx {
                 })
                 .await
             }
+            System::Plain => {
+                TestDb::new_on(&self.server, &plain::template_key(), |url| async move {
+                    plain::install(&url).await
+                })
+                .await
+            }
         };
         let db = match made {
             Ok(db) => ScenarioDb {
@@ -228,6 +250,7 @@ impl Ctx {
                 match system {
                     System::Awa => drop(awa_maint::migrate(&url).await?),
                     System::Baseline(_) => baseline::install(&url).await?,
+                    System::Plain => plain::install(&url).await?,
                 }
                 let mut conn = PgConnection::connect(&url).await?;
                 let name: String = sqlx::query_scalar("SELECT current_database()::text")
@@ -293,6 +316,7 @@ fn selected(args: &BenchArgs) -> Vec<Scenario> {
             Scenario::Steady,
             Scenario::Pinned,
             Scenario::Procs,
+            Scenario::Cost,
             Scenario::Baseline,
         ];
         if args.long {
@@ -347,7 +371,26 @@ pub async fn run(args: BenchArgs) -> Result<ExitCode, BoxError> {
     let opts = ClusterOptions::postgres_defaults()
         .setting("autovacuum", "off")
         .use_database_url(true);
-    let server = PgServer::start(opts).await?;
+    let mut start_notes = Vec::new();
+    let server = if args.explain {
+        // pg_stat_statements for --explain's statement lists; a cluster
+        // whose binaries lack it starts without.
+        let with = opts
+            .clone()
+            .setting("shared_preload_libraries", "pg_stat_statements")
+            .setting("pg_stat_statements.track", "all");
+        match PgServer::start(with).await {
+            Ok(server) => server,
+            Err(err) => {
+                start_notes.push(format!(
+                    "the cluster could not preload pg_stat_statements ({err}); no statement lists"
+                ));
+                PgServer::start(opts).await?
+            }
+        }
+    } else {
+        PgServer::start(opts).await?
+    };
 
     let mut conn = PgConnection::connect(server.url()).await?;
     let mut settings = BTreeMap::new();
@@ -366,6 +409,18 @@ pub async fn run(args: BenchArgs) -> Result<ExitCode, BoxError> {
     } else {
         pgstats::local_postmaster(&mut conn).await
     };
+    let preloaded: String =
+        sqlx::query_scalar("SELECT current_setting('shared_preload_libraries')")
+            .fetch_one(&mut conn)
+            .await?;
+    let statements = args.explain
+        && preloaded
+            .split(',')
+            .any(|l| l.trim().trim_matches('"') == "pg_stat_statements");
+    if args.explain && !statements && start_notes.is_empty() {
+        start_notes
+            .push("the server does not preload pg_stat_statements; no statement lists".to_string());
+    }
     let _ = conn.close().await;
 
     let ctx = Ctx {
@@ -378,9 +433,19 @@ pub async fn run(args: BenchArgs) -> Result<ExitCode, BoxError> {
             .then_some(args.baseline_complete),
         drain_concurrency: args.drain_concurrency.map(usize::from),
         procs_connections: args.procs_connections.map(usize::from),
+        statements,
         template_key: format!("awa-migrated-{}", awa_maint::migrate::fingerprint()),
         notes: Mutex::new(Vec::new()),
     };
+    for note in start_notes {
+        ctx.note(note);
+    }
+    if ctx.statements {
+        ctx.note(
+            "--explain: pg_stat_statements is loaded (track = all), which adds a little \
+             server CPU to every statement of every scenario in this run",
+        );
+    }
     match ctx.server.kind() {
         ServerKind::External => ctx.say(format!(
             "benchmarking the DATABASE_URL server ({}); its settings are its own",
@@ -466,6 +531,7 @@ pub async fn run(args: BenchArgs) -> Result<ExitCode, BoxError> {
                     b.procs = base;
                 }
             }
+            Scenario::Cost => report.cost = Some(cost::run(&ctx).await?),
             Scenario::Soak => report.soak = Some(soak::run(&ctx).await?),
             Scenario::Python => report.python = Some(python::run(&ctx).await?),
             // Runs inside the scenarios above, each run right after ours.

@@ -18,6 +18,11 @@
 //!   machine's busy time from `/proc/stat`, so that on a shared machine the
 //!   CPU other tenants took during a phase is on record.
 //!
+//! * Statements (with `--explain`, when the cluster preloads
+//!   pg_stat_statements): server time, calls and mean per statement of the
+//!   scenario's database, top-level and nested (`track = all`), reset at
+//!   the start of the run.
+//!
 //! Statistics delay: since PostgreSQL 15 a backend flushes its counters at
 //! transaction end at most once a second, and an idle backend may hold
 //! them for up to 10 s (PGSTAT_IDLE_INTERVAL). A backend always flushes
@@ -93,6 +98,76 @@ pub struct FnCost {
     pub total_ms: f64,
     pub self_ms: f64,
     pub mean_us: f64,
+}
+
+/// One statement's share of a run (pg_stat_statements).
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct StatementCost {
+    /// Sent by a client (true) or run inside a function (false).
+    pub toplevel: bool,
+    pub calls: i64,
+    pub calls_per_job: f64,
+    pub total_ms: f64,
+    pub mean_ms: f64,
+    /// Time spent planning it (top-level statements only).
+    pub plan_ms: f64,
+    pub rows: i64,
+    /// The statement's text, whitespace folded, cut at 160 characters.
+    pub query: String,
+}
+
+/// How many statements `statements_top` lists.
+const TOP_STATEMENTS: i64 = 25;
+
+/// Makes pg_stat_statements readable in `db` and empties it (cluster-wide:
+/// scenarios run one after another).
+pub async fn statements_reset(db: &ScenarioDb) -> Result<(), BoxError> {
+    let mut conn = PgConnection::connect(db.url()).await?;
+    sqlx::query("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
+        .execute(&mut conn)
+        .await?;
+    sqlx::query("SELECT pg_stat_statements_reset()")
+        .execute(&mut conn)
+        .await?;
+    let _ = conn.close().await;
+    Ok(())
+}
+
+/// The statements of `db` that took the most server time since
+/// [`statements_reset`], busiest first.
+pub async fn statements_top(db: &ScenarioDb, jobs: u64) -> Result<Vec<StatementCost>, BoxError> {
+    let mut conn = PgConnection::connect(db.url()).await?;
+    let rows: Vec<(bool, i64, f64, f64, f64, i64, String)> = sqlx::query_as(
+        "SELECT s.toplevel, s.calls, s.total_exec_time, s.mean_exec_time, s.total_plan_time, \
+                s.rows, left(regexp_replace(s.query, '\\s+', ' ', 'g'), 160) \
+           FROM pg_stat_statements s \
+          WHERE s.dbid = (SELECT d.oid FROM pg_database d WHERE d.datname = current_database()) \
+          ORDER BY s.total_exec_time DESC \
+          LIMIT $1",
+    )
+    .bind(TOP_STATEMENTS)
+    .fetch_all(&mut conn)
+    .await?;
+    let _ = conn.close().await;
+    Ok(rows
+        .into_iter()
+        .map(
+            |(toplevel, calls, total, mean, plan, rows, query)| StatementCost {
+                toplevel,
+                calls,
+                calls_per_job: if jobs == 0 {
+                    0.0
+                } else {
+                    calls as f64 / jobs as f64
+                },
+                total_ms: total,
+                mean_ms: mean,
+                plan_ms: plan,
+                rows,
+                query,
+            },
+        )
+        .collect())
 }
 
 /// Counters after everything connected to `db` has gone (final figures).

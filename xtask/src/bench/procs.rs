@@ -29,7 +29,7 @@ use super::pgstats::{self, Cost};
 use super::system::System;
 use crate::BoxError;
 use crate::fleet::{self, FleetConfig, FleetTotals};
-use crate::latency::{LatencyRecorder, Percentiles};
+use crate::latency::{EndToEnd, LatencyRecorder, Percentiles};
 use awa_core::QueueName;
 use std::process::{ExitCode, Stdio};
 use std::sync::Arc;
@@ -80,6 +80,10 @@ pub struct ProcsRun {
     pub drain_s: f64,
     /// ready_at -> handler start, every completed job (ms).
     pub latency: Percentiles,
+    /// ready_at -> the commit of the job's result (ms): the whole trip, as
+    /// the worker's lifecycle hook (ours) or the completion statement's
+    /// return (the baseline's) sees it.
+    pub end_to_end: Percentiles,
     /// The producer's transactions, `BEGIN` to `COMMIT` done (ms).
     pub transaction: Percentiles,
     /// How late the producer started each job against its schedule (ms).
@@ -91,6 +95,11 @@ pub struct ProcsRun {
     pub worker_cpu_s: Option<f64>,
     /// Client CPU includes both child processes.
     pub cost: Cost,
+    /// With `--explain` (pg_stat_statements preloaded): the statements
+    /// that took the most server time during the run, top-level and
+    /// nested, busiest first.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub statements: Vec<pgstats::StatementCost>,
 }
 
 #[derive(Debug, Clone, serde::Serialize)]
@@ -111,6 +120,14 @@ impl ProcsReport {
     }
 }
 
+/// The producer's connections at `rate`: `--procs-connections`, else one
+/// per 50 jobs/s offered, 4 to 32.
+pub fn connections_for(ctx: &Ctx, rate: u64) -> usize {
+    ctx.procs_connections.unwrap_or_else(|| {
+        ((rate / JOBS_PER_S_PER_CONNECTION) as usize).clamp(MIN_CONNECTIONS, MAX_CONNECTIONS)
+    })
+}
+
 /// Ours, and the baseline's when scenario `baseline` is on.
 pub async fn run(ctx: &Ctx) -> Result<(ProcsReport, Option<ProcsReport>), BoxError> {
     let (rates, steps, seconds): (&[u64], &[u64], u64) = if ctx.quick {
@@ -119,11 +136,7 @@ pub async fn run(ctx: &Ctx) -> Result<(ProcsReport, Option<ProcsReport>), BoxErr
         (RATES, STEPS, SECONDS)
     };
     let fixed = ctx.procs_connections;
-    let connections = |rate: u64| {
-        fixed.unwrap_or_else(|| {
-            ((rate / JOBS_PER_S_PER_CONNECTION) as usize).clamp(MIN_CONNECTIONS, MAX_CONNECTIONS)
-        })
-    };
+    let connections = |rate: u64| connections_for(ctx, rate);
     ctx.say(format!(
         "\n== procs: a producer process committing one job per transaction (connections: {}) \
          and a worker process (1 x {CONCURRENCY} + maintenance leader); offered \
@@ -184,6 +197,7 @@ pub enum ProcSystem {
     Awa,
     BaselineUpdate,
     BaselineDelete,
+    Plain,
 }
 
 impl From<System> for ProcSystem {
@@ -192,6 +206,7 @@ impl From<System> for ProcSystem {
             System::Awa => ProcSystem::Awa,
             System::Baseline(baseline::Completion::Update) => ProcSystem::BaselineUpdate,
             System::Baseline(baseline::Completion::Delete) => ProcSystem::BaselineDelete,
+            System::Plain => ProcSystem::Plain,
         }
     }
 }
@@ -202,6 +217,7 @@ impl From<ProcSystem> for System {
             ProcSystem::Awa => System::Awa,
             ProcSystem::BaselineUpdate => System::Baseline(baseline::Completion::Update),
             ProcSystem::BaselineDelete => System::Baseline(baseline::Completion::Delete),
+            ProcSystem::Plain => System::Plain,
         }
     }
 }
@@ -212,6 +228,7 @@ impl ProcSystem {
             ProcSystem::Awa => "awa",
             ProcSystem::BaselineUpdate => "baseline-update",
             ProcSystem::BaselineDelete => "baseline-delete",
+            ProcSystem::Plain => "plain",
         }
     }
 }
@@ -284,6 +301,7 @@ enum Msg {
     WorkerDone {
         totals: FleetTotals,
         latency: Percentiles,
+        end_to_end: Percentiles,
         cpu_s: Option<f64>,
     },
 }
@@ -398,6 +416,7 @@ async fn worker(common: Common, concurrency: usize, leader: bool) -> Result<Exit
     // As the steady scenario's pool, which its producer also used.
     let pool = fleet::pool(&common.url, 12).await?;
     let latency = LatencyRecorder::new();
+    let end_to_end = EndToEnd::new();
     let running = system.start(
         &pool,
         &FleetConfig {
@@ -405,6 +424,7 @@ async fn worker(common: Common, concurrency: usize, leader: bool) -> Result<Exit
             workers: 1,
             concurrency,
             leader,
+            end_to_end: Some(end_to_end.clone()),
         },
         latency.clone(),
     );
@@ -431,6 +451,7 @@ async fn worker(common: Common, concurrency: usize, leader: bool) -> Result<Exit
     emit(&Msg::WorkerDone {
         totals,
         latency: latency.percentiles(),
+        end_to_end: end_to_end.latency.percentiles(),
         cpu_s: pgstats::own_cpu_s(),
     });
     Ok(ExitCode::SUCCESS)
@@ -498,8 +519,11 @@ struct State {
     completed: u64,
     enqueued: u64,
     producer_done: Option<Window>,
-    worker_done: Option<(FleetTotals, Percentiles, Option<f64>)>,
+    worker_done: Option<WorkerSummary>,
 }
+
+/// The worker's summary: totals, pickup and end-to-end latency, its CPU.
+type WorkerSummary = (FleetTotals, Percentiles, Percentiles, Option<f64>);
 
 /// The producer's summary, with the worker's completions when it came.
 #[derive(Debug, Clone, Copy)]
@@ -537,10 +561,11 @@ impl State {
             Some(Msg::WorkerDone {
                 totals,
                 latency,
+                end_to_end,
                 cpu_s,
             }) => {
                 (self.claimed, self.completed) = (totals.claimed, totals.completed);
-                self.worker_done = Some((totals, latency, cpu_s));
+                self.worker_done = Some((totals, latency, end_to_end, cpu_s));
             }
             Some(Msg::Ready) => {}
             None if side == Side::Worker && self.worker_done.is_none() => {
@@ -563,6 +588,11 @@ pub async fn run_rate(
     connections: usize,
 ) -> Result<ProcsRun, BoxError> {
     let db = ctx.fresh_db(system).await?;
+    // With --explain: the statements of this run only.
+    let statements = ctx.statements && system != System::Plain;
+    if statements {
+        pgstats::statements_reset(&db).await?;
+    }
     let before = pgstats::settled(ctx, &db).await?;
     let proc_system = ProcSystem::from(system).arg().to_string();
     let mut common = vec![
@@ -575,33 +605,53 @@ pub async fn run_rate(
         common.push("--pool-ping".into());
     }
     let (tx, mut events) = mpsc::unbounded_channel();
-    let mut worker_args = vec!["worker".to_string()];
-    worker_args.extend(common.iter().cloned());
-    worker_args.extend(["--concurrency".into(), CONCURRENCY.to_string()]);
-    if system == System::Awa {
-        worker_args.push("--leader".into());
-    }
-    let mut worker = spawn_child(Side::Worker, db.url(), &worker_args, tx.clone())?;
+    // The plain insert has no worker: nothing runs its rows.
+    let mut worker = if system == System::Plain {
+        None
+    } else {
+        let mut worker_args = vec!["worker".to_string()];
+        worker_args.extend(common.iter().cloned());
+        worker_args.extend(["--concurrency".into(), CONCURRENCY.to_string()]);
+        if system == System::Awa {
+            worker_args.push("--leader".into());
+        }
+        Some(spawn_child(
+            Side::Worker,
+            db.url(),
+            &worker_args,
+            tx.clone(),
+        )?)
+    };
 
     let mut st = State::default();
-    // Wait for the worker to run.
-    let ready = tokio::time::timeout(Duration::from_secs(60), async {
-        while let Some((_, msg)) = events.recv().await {
-            match msg {
-                Some(Msg::Ready) => return Ok(()),
-                Some(_) => {}
-                None => break,
+    if worker.is_some() {
+        // Wait for the worker to run.
+        let ready = tokio::time::timeout(Duration::from_secs(60), async {
+            while let Some((_, msg)) = events.recv().await {
+                match msg {
+                    Some(Msg::Ready) => return Ok(()),
+                    Some(_) => {}
+                    None => break,
+                }
             }
-        }
-        Err::<(), BoxError>("the worker process exited before it was ready".into())
-    })
-    .await
-    .map_err(|_| "the worker process did not get ready in 60 s")?;
-    ready?;
-    // Let the worker connect and LISTEN, and the leader get elected.
-    tokio::time::sleep(Duration::from_millis(500)).await;
+            Err::<(), BoxError>("the worker process exited before it was ready".into())
+        })
+        .await
+        .map_err(|_| "the worker process did not get ready in 60 s")?;
+        ready?;
+        // Let the worker connect and LISTEN, and the leader get elected.
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
 
-    let label = format!("procs {}/s", super::report::rate(rate));
+    let label = format!(
+        "{} {}/s",
+        if system == System::Plain {
+            "plain insert"
+        } else {
+            "procs"
+        },
+        super::report::rate(rate)
+    );
     let total = rate * seconds;
     let bar = ctx.bar(total, label.clone());
     let mut producer_args = vec!["producer".to_string()];
@@ -626,50 +676,85 @@ pub async fn run_rate(
             Err(_) => {
                 next_sample += SAMPLE;
                 max_depth = max_depth.max(st.enqueued.saturating_sub(st.claimed));
-                bar.set_position(st.completed);
+                bar.set_position(if worker.is_some() {
+                    st.completed
+                } else {
+                    st.enqueued
+                });
             }
         }
         if let Some(done) = st.producer_done {
             break done;
         }
     };
-    max_depth = max_depth.max(st.enqueued.saturating_sub(st.claimed));
     expect_exit(&mut producer, "producer").await?;
+    let enqueued = st.enqueued;
 
     let stopped = Instant::now();
-    let enqueued = st.enqueued;
-    let mut drained = st.completed >= enqueued;
-    while !drained && stopped.elapsed() < DRAIN_TIMEOUT {
-        let left = DRAIN_TIMEOUT.saturating_sub(stopped.elapsed());
-        match tokio::time::timeout(left, events.recv()).await {
-            Ok(Some((side, msg))) => st.handle(side, msg)?,
-            Ok(None) | Err(_) => break,
+    let (drained, drain_s, totals, latency, end_to_end, worker_cpu) = match worker.as_mut() {
+        None => {
+            bar.finish_and_clear();
+            let totals = FleetTotals {
+                claimed: 0,
+                completed: enqueued,
+                rejected: 0,
+                released: 0,
+            };
+            (
+                true,
+                0.0,
+                totals,
+                Percentiles::default(),
+                Percentiles::default(),
+                None,
+            )
         }
-        bar.set_position(st.completed);
-        drained = st.completed >= enqueued;
-    }
-    let drain_s = stopped.elapsed().as_secs_f64();
-    bar.finish_and_clear();
-    // Closing its stdin stops the worker; it then reports.
-    drop(worker.stdin.take());
-    while st.worker_done.is_none() {
-        match tokio::time::timeout(Duration::from_secs(60), events.recv()).await {
-            Ok(Some((side, msg))) => st.handle(side, msg)?,
-            Ok(None) => break,
-            Err(_) => return Err("the worker process did not report in 60 s".into()),
+        Some(worker) => {
+            max_depth = max_depth.max(st.enqueued.saturating_sub(st.claimed));
+            let mut drained = st.completed >= enqueued;
+            while !drained && stopped.elapsed() < DRAIN_TIMEOUT {
+                let left = DRAIN_TIMEOUT.saturating_sub(stopped.elapsed());
+                match tokio::time::timeout(left, events.recv()).await {
+                    Ok(Some((side, msg))) => st.handle(side, msg)?,
+                    Ok(None) | Err(_) => break,
+                }
+                bar.set_position(st.completed);
+                drained = st.completed >= enqueued;
+            }
+            let drain_s = stopped.elapsed().as_secs_f64();
+            bar.finish_and_clear();
+            // Closing its stdin stops the worker; it then reports.
+            drop(worker.stdin.take());
+            while st.worker_done.is_none() {
+                match tokio::time::timeout(Duration::from_secs(60), events.recv()).await {
+                    Ok(Some((side, msg))) => st.handle(side, msg)?,
+                    Ok(None) => break,
+                    Err(_) => return Err("the worker process did not report in 60 s".into()),
+                }
+            }
+            expect_exit(worker, "worker").await?;
+            let (totals, latency, end_to_end, worker_cpu) = st
+                .worker_done
+                .ok_or("the worker process exited without its summary")?;
+            (drained, drain_s, totals, latency, end_to_end, worker_cpu)
         }
-    }
-    expect_exit(&mut worker, "worker").await?;
-    let (totals, latency, worker_cpu) = st
-        .worker_done
-        .ok_or("the worker process exited without its summary")?;
+    };
     let after = pgstats::settled(ctx, &db).await?;
     let mut cost = pgstats::cost(&before, &after, totals.completed);
     let producer_cpu = window.cpu_s;
     cost.add_client_cpu(producer_cpu.unwrap_or(0.0) + worker_cpu.unwrap_or(0.0));
+    let statements = if statements {
+        pgstats::statements_top(&db, totals.completed).await?
+    } else {
+        Vec::new()
+    };
     let (seconds_run, transaction, start_lag) =
         (window.seconds, window.transaction, window.start_lag);
-    let completed_in_window = window.completed;
+    let completed_in_window = if worker.is_some() {
+        window.completed
+    } else {
+        enqueued
+    };
 
     let offered = rate as f64;
     let completions_per_s = completed_in_window as f64 / seconds_run;
@@ -686,6 +771,7 @@ pub async fn run_rate(
         drained,
         drain_s,
         latency,
+        end_to_end,
         transaction,
         start_lag,
         max_depth,
@@ -694,6 +780,7 @@ pub async fn run_rate(
         producer_cpu_s: producer_cpu,
         worker_cpu_s: worker_cpu,
         cost,
+        statements,
     };
     ctx.say(format!(
         "   {:<18} enqueued {:>7.0}/s  completed {:>7.0}/s  p50 {:>7.2} ms  p95 {:>7.2} ms  \
@@ -712,10 +799,10 @@ pub async fn run_rate(
         } else {
             format!("  (not drained after {:.0}s)", DRAIN_TIMEOUT.as_secs_f64())
         },
-        if system == System::Awa {
-            ""
-        } else {
-            "  [baseline]"
+        match system {
+            System::Awa => "",
+            System::Baseline(_) => "  [baseline]",
+            System::Plain => "  [plain insert]",
         }
     ));
     Ok(run)

@@ -142,6 +142,7 @@ pub async fn run(ctx: &Ctx) -> Result<BTreeMap<String, String>, BoxError> {
                 workers: 1,
                 concurrency: 64,
                 leader: false,
+                end_to_end: None,
             },
             crate::latency::LatencyRecorder::new(),
         );

@@ -5,6 +5,7 @@
 
 use super::baseline::Completion;
 use super::compare::Compared;
+use super::cost::{CostReport, CostRun};
 use super::drain::DrainReport;
 use super::enqueue::EnqueueReport;
 use super::pgstats::Cost;
@@ -93,6 +94,9 @@ pub struct Report {
     pub pinned: Option<PinnedReport>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub procs: Option<ProcsReport>,
+    /// Scenario `cost`: server CPU per job beside a plain insert.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cost: Option<CostReport>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub soak: Option<SoakReport>,
     /// Scenario `python`: Python no-op handlers against Rust ones.
@@ -168,6 +172,7 @@ impl Report {
             steady: None,
             pinned: None,
             procs: None,
+            cost: None,
             soak: None,
             python: None,
             baseline: ctx.baseline.map(BaselineReport::new),
@@ -426,6 +431,7 @@ pub fn targets(r: &Report) -> Vec<Target> {
         }
     }
     t.push(procs_p95);
+    t.extend(cost_targets(r));
     let pinned = r.pinned.as_ref();
     t.push(at_least(
         "pinned vs unpinned throughput (2,000/s)",
@@ -440,6 +446,91 @@ pub fn targets(r: &Report) -> Vec<Target> {
         "x",
         false,
     ));
+    t
+}
+
+/// Issue 21's targets on the price of one job (scenario `cost`).
+fn cost_targets(r: &Report) -> Vec<Target> {
+    let mut t = Vec::new();
+    let cost = r.cost.as_ref();
+    let at200 = cost.and_then(|c| c.at(200));
+    let mut cpu = below(
+        "server CPU per job at 200/s, 1 job/tx, x a plain INSERT + COMMIT",
+        5.0,
+        at200.and_then(|c| c.ours_vs_plain),
+        "x",
+        false,
+    );
+    if let Some(c) = at200 {
+        cpu.measured.push_str(&format!(
+            " ({} us against {} us)",
+            CostRun::cpu_us(&c.ours).map_or("-".into(), num),
+            CostRun::cpu_us(&c.plain).map_or("-".into(), num),
+        ));
+    }
+    t.push(cpu);
+    for f in ["claim", "finish"] {
+        let mean_ms = at200.and_then(|c| {
+            c.ours
+                .cost
+                .functions
+                .iter()
+                .find(|x| x.name == f)
+                .map(|x| x.mean_us / 1000.0)
+        });
+        let mut target = below(
+            &format!("server time of one {f} call at 200/s (1-4 jobs)"),
+            0.15,
+            mean_ms,
+            "ms",
+            false,
+        );
+        if let Some(x) = at200.and_then(|c| c.ours.cost.functions.iter().find(|x| x.name == f)) {
+            target
+                .measured
+                .push_str(&format!(" ({:.2} calls per job)", x.calls_per_job));
+        }
+        t.push(target);
+    }
+    for rate_ in [200, 1_000] {
+        let run = cost.and_then(|c| c.at(rate_)).map(|c| &c.ours);
+        t.push(below(
+            &format!("end-to-end latency at {}/s: p95", rate(rate_)),
+            3.0,
+            run.map(|r| r.end_to_end.p95),
+            "ms",
+            false,
+        ));
+        t.push(below(
+            &format!("end-to-end latency at {}/s: p99", rate(rate_)),
+            6.0,
+            run.map(|r| r.end_to_end.p99),
+            "ms",
+            false,
+        ));
+    }
+    let procs = r.procs.as_ref();
+    let mut headline = at_least(
+        "procs: highest 1 job/tx rate kept up with p95 < 50 ms",
+        2_000.0,
+        procs.map(|p| p.highest_kept_up.unwrap_or(0) as f64),
+        "jobs/s",
+    );
+    if let (Some(o), Some(b)) = (
+        procs.and_then(|p| p.highest_kept_up),
+        r.baseline
+            .as_ref()
+            .and_then(|b| b.procs.as_ref())
+            .and_then(|p| p.highest_kept_up),
+    ) {
+        headline
+            .measured
+            .push_str(&format!(" (baseline: {}/s)", rate(b)));
+        if o < b {
+            headline.met = Some(false);
+        }
+    }
+    t.push(headline);
     t
 }
 
@@ -660,6 +751,9 @@ pub fn print_human(r: &Report) {
     }
     if let Some(p) = &r.procs {
         print_procs("", p);
+    }
+    if let Some(c) = &r.cost {
+        print_cost(c);
     }
     if let Some(p) = &r.python {
         println!(
@@ -888,6 +982,115 @@ fn print_procs(who: &str, p: &ProcsReport) {
     {
         functions("procs 1,000/s, server-side functions", &run.cost);
     }
+}
+
+fn print_cost(c: &CostReport) {
+    println!(
+        "\ncost (one job per BEGIN..COMMIT from a producer process; ours and the baseline run \
+         by a worker process at {}; plain = INSERT + COMMIT of the same payload, nothing runs \
+         it; server CPU = the cluster's processes, /proc; pickup = ready_at -> handler start, \
+         e2e = ready_at -> result committed)",
+        c.worker_concurrency
+    );
+    let cpu = |r: &ProcsRun| CostRun::cpu_us(r).map_or("-".to_string(), num);
+    let x = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.2}x"));
+    let mut rows = Vec::new();
+    for run in &c.runs {
+        let mut sides = vec![("ours", &run.ours, run.ours_vs_plain)];
+        if let Some(b) = &run.baseline {
+            sides.push(("baseline", b, run.baseline_vs_plain));
+        }
+        sides.push(("plain insert", &run.plain, Some(1.0)));
+        for (who, r, vs_plain) in sides {
+            let lat = |p: &crate::latency::Percentiles| {
+                if p.count == 0 {
+                    "-".to_string()
+                } else {
+                    format!("{} / {} / {}", num(p.p50), num(p.p95), num(p.p99))
+                }
+            };
+            rows.push(vec![
+                format!("{}/s {who}", rate(run.offered_rate)),
+                num(r.completions_per_s),
+                cpu(r),
+                x(vs_plain),
+                lat(&r.latency),
+                lat(&r.end_to_end),
+                format!("{} / {}", num(r.transaction.p50), num(r.transaction.p95)),
+                num(r.cost.commits_per_job),
+                num(r.cost.wal_bytes_per_job),
+                num(r.cost.dead_tuples_per_job),
+            ]);
+        }
+    }
+    table(
+        &[
+            "rate, system",
+            "done/s",
+            "server CPU us/job",
+            "x plain",
+            "pickup p50/p95/p99 ms",
+            "e2e p50/p95/p99 ms",
+            "tx p50/p95 ms",
+            "commits/job",
+            "WAL B/job",
+            "dead tup/job",
+        ],
+        &rows,
+    );
+    for run in &c.runs {
+        if let Some(x) = run.ours_vs_baseline {
+            println!(
+                "  {}/s: ours / baseline server CPU per job {x:.2}x",
+                rate(run.offered_rate)
+            );
+        }
+        functions(
+            &format!("cost {}/s, server-side functions", rate(run.offered_rate)),
+            &run.ours.cost,
+        );
+        statements(
+            &format!(
+                "cost {}/s, top statements by server time",
+                rate(run.offered_rate)
+            ),
+            &run.ours.statements,
+        );
+    }
+}
+
+/// pg_stat_statements' figures of one run (with `--explain`).
+fn statements(title: &str, list: &[super::pgstats::StatementCost]) {
+    if list.is_empty() {
+        return;
+    }
+    println!(
+        "  {title} (pg_stat_statements, track = all: nested statements are inside their callers' time)"
+    );
+    let rows: Vec<Vec<String>> = list
+        .iter()
+        .map(|st| {
+            vec![
+                if st.toplevel { "top" } else { "nested" }.to_string(),
+                st.calls.to_string(),
+                num(st.calls_per_job),
+                num(st.total_ms),
+                format!("{:.3}", st.mean_ms),
+                st.query.chars().take(100).collect(),
+            ]
+        })
+        .collect();
+    table(
+        &[
+            "level",
+            "calls",
+            "per job",
+            "total ms",
+            "mean ms",
+            "statement",
+        ],
+        &rows,
+    );
 }
 
 fn print_comparison(r: &Report) {

@@ -232,6 +232,7 @@ pub async fn run_rate(
             workers: WORKERS,
             concurrency: CONCURRENCY,
             leader: true,
+            end_to_end: None,
         },
         latency.clone(),
     );

@@ -1,5 +1,7 @@
-//! The two systems a scenario can drive with the same producer and worker
-//! shapes: ours (Awa) and the plain jobs table of scenario `baseline`.
+//! The systems a scenario can drive with the same producer and worker
+//! shapes: ours (Awa) and the plain jobs table of scenario `baseline`; and,
+//! for scenario `cost`, the plain insert (a producer only: nothing runs
+//! its rows).
 
 use super::baseline::{self, BaselineFleet, Completion};
 use super::payload;
@@ -15,6 +17,8 @@ use std::sync::Arc;
 pub enum System {
     Awa,
     Baseline(Completion),
+    /// One plain INSERT per job, no worker (`plain.rs`).
+    Plain,
 }
 
 impl System {
@@ -23,6 +27,7 @@ impl System {
         match self {
             System::Awa => "awa",
             System::Baseline(_) => baseline::SCHEMA,
+            System::Plain => super::plain::SCHEMA,
         }
     }
 
@@ -31,6 +36,7 @@ impl System {
         match self {
             System::Awa => "SELECT count(*) FROM awa.terminal_jobs",
             System::Baseline(_) => baseline::PIN,
+            System::Plain => "SELECT count(*) FROM bench_plain.inserts",
         }
     }
 
@@ -43,6 +49,7 @@ impl System {
                     .collect(),
             ),
             System::Baseline(_) => Batch::Baseline(queue.clone(), keys.map(payload).collect()),
+            System::Plain => Batch::Plain(keys.map(payload).collect()),
         }
     }
 
@@ -69,6 +76,7 @@ impl System {
             System::Baseline(completion) => {
                 AnyFleet::Baseline(BaselineFleet::start(pool, config, completion, latency))
             }
+            System::Plain => AnyFleet::Idle,
         }
     }
 }
@@ -78,6 +86,7 @@ impl System {
 pub enum Batch {
     Awa(Vec<NewJob>),
     Baseline(QueueName, Vec<serde_json::Value>),
+    Plain(Vec<serde_json::Value>),
 }
 
 impl Batch {
@@ -95,6 +104,7 @@ impl Batch {
                 let kinds = vec!["noop"; args.len()];
                 baseline::enqueue(conn, queue.as_str(), &kinds, args).await?;
             }
+            Batch::Plain(args) => super::plain::insert(conn, args).await?,
         }
         Ok(())
     }
@@ -111,7 +121,7 @@ impl Batch {
                     .await?;
                 Ok(())
             }
-            Batch::Baseline(..) => self.send(conn).await,
+            Batch::Baseline(..) | Batch::Plain(_) => self.send(conn).await,
         }
     }
 
@@ -136,7 +146,7 @@ impl Batch {
                     .await?;
                 Ok(())
             }
-            Batch::Baseline(..) => self.send(conn).await,
+            Batch::Baseline(..) | Batch::Plain(_) => self.send(conn).await,
         }
     }
 }
@@ -146,6 +156,8 @@ impl Batch {
 pub enum AnyFleet {
     Awa(Fleet),
     Baseline(BaselineFleet),
+    /// The plain insert: nothing runs its rows.
+    Idle,
 }
 
 impl AnyFleet {
@@ -153,6 +165,7 @@ impl AnyFleet {
         match self {
             AnyFleet::Awa(f) => f.completed(),
             AnyFleet::Baseline(f) => f.completed(),
+            AnyFleet::Idle => 0,
         }
     }
 
@@ -160,6 +173,7 @@ impl AnyFleet {
         match self {
             AnyFleet::Awa(f) => f.claimed(),
             AnyFleet::Baseline(f) => f.claimed(),
+            AnyFleet::Idle => 0,
         }
     }
 
@@ -167,6 +181,7 @@ impl AnyFleet {
         match self {
             AnyFleet::Awa(f) => f.stop().await,
             AnyFleet::Baseline(f) => f.stop().await,
+            AnyFleet::Idle => Ok(FleetTotals::default()),
         }
     }
 }
