@@ -30,6 +30,8 @@
 --    committed meanwhile), and TRUNCATE every table of the slot together.
 --    A slot found live again is un-retired.
 --
+-- For the queue ring, every call also moves ready_sealed (ready_seal).
+--
 -- Returns one row: outcome ('retired', 'pruned', 'nothing_to_prune',
 -- 'retained', 'live_rows', 'snapshot_pinned', 'busy', 'horizon_unknown',
 -- 'lost_race': another pruner retired the slot first), the slot, and a
@@ -192,6 +194,11 @@ BEGIN
                 END IF;
             END IF;
         END IF;
+    END IF;
+
+    -- The queue ring's seal moves with each pass (ready_seal).
+    IF p_ring = 'queue' THEN
+        PERFORM {schema}.ready_seal();
     END IF;
 
     INSERT INTO {schema}.ring_outcomes AS o (ring, task, outcome, detail)

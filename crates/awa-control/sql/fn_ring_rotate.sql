@@ -5,6 +5,8 @@
 -- truncation: rotating onto it would mix live data into the write slot),
 -- or 'lost_race' (another rotator appended this generation first; the
 -- ledger's primary key is the compare-and-swap, so the loser writes nothing).
+-- For the queue ring, every pass also moves the seal first (ready_seal: the
+-- generations no producer can write to any more), whatever the outcome.
 CREATE OR REPLACE FUNCTION {schema}.ring_rotate(p_ring text, p_by text)
 RETURNS TABLE (outcome text, from_slot integer, to_slot integer, generation bigint)
 LANGUAGE plpgsql AS $fn$
@@ -20,6 +22,12 @@ BEGIN
       FROM {schema}.ring_ledger l WHERE l.ring = p_ring
      ORDER BY l.generation DESC LIMIT 1;
     v_next := (v_cur + 1) % v_slots;
+
+    -- Before this call's own ledger row: a generation is proven sealable
+    -- only from rotations every new snapshot sees, i.e. committed ones.
+    IF p_ring = 'queue' THEN
+        PERFORM {schema}.ready_seal();
+    END IF;
 
     IF NOT {schema}.ring_slot_fresh(p_ring, v_cur) THEN
         outcome := 'idle';

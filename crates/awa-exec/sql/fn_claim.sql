@@ -33,9 +33,24 @@ DECLARE
     v_claim_slot integer;
     v_aging      interval;
     v_paused     boolean;
+    v_batch      bigint;
+    v_slots      integer[] := '{}';  -- the distinct queue slots of the bodies
+    v_ids        bigint[] := '{}';
+    v_leases     bigint[] := '{}';
+    v_attempts   integer[] := '{}';
+    v_rslots     integer[] := '{}';
+    v_seqs       bigint[] := '{}';
+    v_prios      smallint[] := '{}';
+    v_shards     smallint[] := '{}';
+    v_keyed      integer[];
+    t            record;
 BEGIN
-    SELECT m.priority_aging_interval, m.paused INTO v_aging, v_paused
-      FROM awa.queue_meta m WHERE m.queue = p_queue;
+    SELECT m.priority_aging_interval, m.paused,
+           (SELECT l.slot FROM {schema}.ring_ledger l
+             WHERE l.ring = 'claim' ORDER BY l.generation DESC LIMIT 1)
+      INTO v_aging, v_paused, v_claim_slot
+      FROM (SELECT 1) one
+      LEFT JOIN awa.queue_meta m ON m.queue = p_queue;
     IF coalesce(v_paused, false) THEN
         RETURN QUERY SELECT NULL::bigint, NULL::bigint, NULL::integer, NULL::bigint, NULL::integer,
                             NULL::integer, NULL::bigint,
@@ -45,45 +60,56 @@ BEGIN
         RETURN;
     END IF;
 
-    SELECT l.slot INTO v_claim_slot
-      FROM {schema}.ring_ledger l
-     WHERE l.ring = 'claim'
-     ORDER BY l.generation DESC
-     LIMIT 1;
+    -- ready_take's rows, in its order: item i of the batch is the i-th job.
+    -- Each is returned as it comes (a set-returning function's rows reach
+    -- the caller only when it returns, so after the batch row below is
+    -- written); the batch's arrays are built on the way.
+    FOR t IN
+        SELECT * FROM {schema}.ready_take(p_queue, p_limit, p_cand_seq, p_cand_xid, v_aging)
+    LOOP
+        next_seq := t.next_seq;
+        next_xid := t.next_xid;
+        waiting := coalesce(t.frontier < t.next_seq, false);
+        IF t.job_id IS NULL THEN
+            -- No job: only the frontier candidate.
+            job_id := NULL; run_lease := NULL; claim_slot := NULL; batch_id := NULL; item := NULL;
+            ready_slot := NULL; ready_seq := NULL; kind := NULL; args := NULL; priority := NULL;
+            attempt := NULL; max_attempts := NULL; created_at := NULL; ready_at := NULL;
+            unique_key := NULL; metadata := NULL;
+            RETURN NEXT;
+            CONTINUE;
+        END IF;
+        IF v_batch IS NULL THEN
+            v_batch := nextval('{schema}.claim_batch_seq');
+        END IF;
+        v_ids := v_ids || t.job_id;
+        v_leases := v_leases || (t.run_lease + 1);
+        v_attempts := v_attempts || (t.attempt + 1);
+        v_rslots := v_rslots || t.slot;
+        v_seqs := v_seqs || t.lane_seq;
+        v_prios := v_prios || t.priority;
+        v_shards := v_shards || t.shard;
+        IF NOT (t.slot = ANY (v_slots)) THEN
+            v_slots := v_slots || t.slot;
+        END IF;
+        IF t.unique_key IS NOT NULL THEN
+            v_keyed := coalesce(v_keyed, '{}') || cardinality(v_ids);
+        END IF;
+        job_id := t.job_id; run_lease := t.run_lease + 1; claim_slot := v_claim_slot;
+        batch_id := v_batch; item := cardinality(v_ids); ready_slot := t.slot; ready_seq := t.lane_seq;
+        kind := t.kind; args := t.args; priority := t.priority; attempt := t.attempt + 1;
+        max_attempts := t.max_attempts; created_at := t.created_at; ready_at := t.ready_at;
+        unique_key := t.unique_key; metadata := t.metadata;
+        RETURN NEXT;
+    END LOOP;
 
-    RETURN QUERY
-    WITH taken AS MATERIALIZED (
-        SELECT t.*, row_number() OVER () AS ord
-          FROM {schema}.ready_take(p_queue, p_limit, p_cand_seq, p_cand_xid, v_aging) t
-    ),
-    items AS (
-        SELECT t.*, row_number() OVER (ORDER BY t.ord)::integer AS item
-          FROM taken t
-         WHERE t.job_id IS NOT NULL
-    ),
-    batch AS (
-        -- One row for the whole claim; nothing when nothing was taken.
+    -- One batch row for all of them; nothing when nothing was taken.
+    IF v_batch IS NOT NULL THEN
         INSERT INTO {schema}.claim_batches
             (slot, batch_id, queue, instance_id, body_slots,
              job_ids, run_leases, attempts, ready_slots, ready_seqs, priorities, shards, keyed)
-        SELECT v_claim_slot, nextval('{schema}.claim_batch_seq'), p_queue, p_instance,
-               ARRAY(SELECT DISTINCT i2.slot FROM items i2),
-               array_agg(i.job_id ORDER BY i.item), array_agg(i.run_lease + 1 ORDER BY i.item),
-               array_agg(i.attempt + 1 ORDER BY i.item), array_agg(i.slot ORDER BY i.item),
-               array_agg(i.lane_seq ORDER BY i.item), array_agg(i.priority ORDER BY i.item),
-               array_agg(i.shard ORDER BY i.item),
-               array_agg(i.item ORDER BY i.item) FILTER (WHERE i.unique_key IS NOT NULL)
-          FROM items i
-        HAVING count(*) > 0
-        RETURNING batch_id
-    )
-    SELECT t.job_id, t.run_lease + 1, v_claim_slot, b.batch_id, i.item, t.slot, t.lane_seq,
-           t.kind, t.args, t.priority, t.attempt + 1, t.max_attempts,
-           t.created_at, t.ready_at, t.unique_key, t.metadata,
-           t.next_seq, t.next_xid, coalesce(t.frontier < t.next_seq, false)
-      FROM taken t
-      LEFT JOIN items i ON i.ord = t.ord
-      LEFT JOIN batch b ON t.job_id IS NOT NULL
-     ORDER BY t.ord;
+        VALUES (v_claim_slot, v_batch, p_queue, p_instance, v_slots,
+                v_ids, v_leases, v_attempts, v_rslots, v_seqs, v_prios, v_shards, v_keyed);
+    END IF;
 END
 $fn$;

@@ -289,8 +289,30 @@ BEGIN
 END
 $fn$;
 
--- finish: finish_pass, then again for what lost a link race, each time in a
--- new statement (a new snapshot). Every round that finds contention means
+-- finish: the guarded finish of any attempts. Two paths to the same
+-- evidence, guarded by the same closure links:
+--
+-- * The lean path, for what a worker sends at low rates: every attempt
+--   completes ('complete') and every token names the same claim slot.
+--   Per batch touched, one read of the batch row and one of its links, and
+--   one insert of the next link listing the items this call closes (ON
+--   CONFLICT DO NOTHING: the same guard as finish_pass); then, for what it
+--   closed, one done_batches row per (queue slot, queue), one count delta
+--   each, and the deletes of attempt state and unique keys. Every statement
+--   names the claim slot as a plain parameter, so a generic plan prunes the
+--   claim ring's partitions when the executor starts instead of starting
+--   a scan of each; and none of them touches a table the outcome does not
+--   need (ready entries, deferred jobs, dead letters, parked attempts):
+--   those are finish_pass's. It reads every batch before writing: if any
+--   token does not name an open item (closed or parked, a stale lease, a
+--   batch gone with its slot, a pair named twice), the whole call goes to
+--   finish_pass instead, so one call still writes one count delta per
+--   slot, queue and state.
+-- * finish_pass for everything else, as many attempts and outcomes as the
+--   call has.
+--
+-- Then finish_pass again for what lost a link race, each time in a new
+-- statement (a new snapshot). Every round that finds contention means
 -- another finisher committed a link of the same batch, so the rounds are
 -- bounded by the finishers racing for it; after 8 the call gives up with a
 -- serialization failure (40001), which the completer retries.
@@ -304,9 +326,10 @@ CREATE OR REPLACE FUNCTION {schema}.finish(
     p_delays      interval[],
     p_errors      text[]
 ) RETURNS TABLE (job_id bigint, run_lease bigint, accepted boolean, next_state text)
-LANGUAGE plpgsql AS $fn$
+LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $fn$
 #variable_conflict use_column
 DECLARE
+    v_n         integer := coalesce(cardinality(p_job_ids), 0);
     v_accepted  boolean[];
     v_next      text[];
     v_contended boolean[];
@@ -316,24 +339,195 @@ DECLARE
     v_again     integer[];
     v_round     integer := 1;
     k integer;
+    m integer;
+    -- the lean path
+    v_slot      integer;
+    v_batch     bigint;
+    v_done      bigint[] := '{}';   -- batches touched, in input order
+    b           record;
+    v_last      integer;
+    v_closed    integer[];
+    v_items     integer[];
+    v_sorted    boolean;
+    v_mine      integer[];          -- inputs of this batch
+    v_item      integer;
+    v_lean      boolean;
+    v_lasts     integer[] := '{}';  -- per batch in v_done: its last link
+    v_open      integer[] := '{}';  -- and its items open after this call
+    -- per input, from its batch row
+    w_attempts  integer[];
+    w_slots     integer[];
+    w_seqs      bigint[];
+    w_prios     smallint[];
+    w_shards    smallint[];
+    w_queues    text[];
+    w_keyed_at  boolean[];
+    -- what the lean path closed, in order
+    w_ids       bigint[] := '{}';
+    w_leases    bigint[] := '{}';
+    w_a         integer[] := '{}';
+    w_s         integer[] := '{}';
+    w_q         bigint[] := '{}';
+    w_p         smallint[] := '{}';
+    w_h         smallint[] := '{}';
+    w_u         text[] := '{}';
+    w_keyed     bigint[] := '{}';
 BEGIN
-    SELECT array_agg(f.accepted ORDER BY f.ord), array_agg(f.next_state ORDER BY f.ord),
-           array_agg(f.contended ORDER BY f.ord)
-      INTO v_accepted, v_next, v_contended
-      FROM {schema}.finish_pass(p_job_ids, p_run_leases, p_claim_slots, p_batch_ids, p_items,
-                                p_outcomes, p_delays, p_errors)
-           WITH ORDINALITY AS f(job_id, run_lease, accepted, next_state, contended, ord);
+    IF v_n = 0 THEN
+        RETURN;
+    END IF;
+    v_slot := p_claim_slots[1];
+    v_accepted := array_fill(false, ARRAY[v_n]);
+    v_next := array_fill(NULL::text, ARRAY[v_n]);
+    v_todo := '{}';
+    v_lean := coalesce('complete' = ALL (p_outcomes) AND v_slot = ALL (p_claim_slots), false);
+    IF v_lean THEN
+        -- Read every batch touched and its links; the lean path goes on only
+        -- if every token names an open item, each once. Anything else (an
+        -- item closed or parked, a stale lease, a batch gone with its slot,
+        -- a pair named twice) is finish_pass's, for the whole call, so one
+        -- call still writes one count delta per slot, queue and state.
+        w_attempts := array_fill(NULL::integer, ARRAY[v_n]);
+        w_slots := array_fill(NULL::integer, ARRAY[v_n]);
+        w_seqs := array_fill(NULL::bigint, ARRAY[v_n]);
+        w_prios := array_fill(NULL::smallint, ARRAY[v_n]);
+        w_shards := array_fill(NULL::smallint, ARRAY[v_n]);
+        w_queues := array_fill(NULL::text, ARRAY[v_n]);
+        w_keyed_at := array_fill(false, ARRAY[v_n]);
+        <<batches>>
+        FOR k IN 1 .. v_n LOOP
+            v_batch := p_batch_ids[k];
+            CONTINUE WHEN v_batch = ANY (v_done);
+            SELECT bb.queue, bb.job_ids, bb.run_leases, bb.attempts, bb.ready_slots, bb.ready_seqs,
+                   bb.priorities, bb.shards, bb.keyed
+              INTO b
+              FROM {schema}.claim_batches bb
+             WHERE bb.slot = v_slot AND bb.batch_id = v_batch;
+            IF NOT FOUND THEN
+                v_lean := false;
+                EXIT batches;
+            END IF;
+            -- What the batch's links have closed, and the last link's number.
+            SELECT coalesce(max(c.link), 0), coalesce(array_agg(x), '{}')
+              INTO v_last, v_closed
+              FROM {schema}.claim_closures c
+              LEFT JOIN LATERAL unnest(c.items) AS x ON true
+             WHERE c.slot = v_slot AND c.batch_id = v_batch;
+            v_items := '{}';
+            FOR j IN k .. v_n LOOP
+                CONTINUE WHEN p_batch_ids[j] <> v_batch;
+                v_item := p_items[j];
+                -- Open: the item still names this attempt, no link lists it,
+                -- and this call names it once.
+                IF NOT coalesce(b.job_ids[v_item] = p_job_ids[j] AND b.run_leases[v_item] = p_run_leases[j]
+                                AND NOT (v_item = ANY (v_closed)) AND NOT (v_item = ANY (v_items)), false) THEN
+                    v_lean := false;
+                    EXIT batches;
+                END IF;
+                v_items := v_items || v_item;
+                w_attempts[j] := b.attempts[v_item];
+                w_slots[j] := b.ready_slots[v_item];
+                w_seqs[j] := b.ready_seqs[v_item];
+                w_prios[j] := b.priorities[v_item];
+                w_shards[j] := b.shards[v_item];
+                w_queues[j] := b.queue;
+                w_keyed_at[j] := coalesce(v_item = ANY (b.keyed), false);
+            END LOOP;
+            v_done := v_done || v_batch;
+            v_lasts := v_lasts || v_last;
+            v_open := v_open || (cardinality(b.job_ids) - cardinality(v_closed) - cardinality(v_items));
+        END LOOP;
+    END IF;
 
-    -- The hot path ends here: nobody raced us for a link.
-    v_todo := ARRAY(SELECT x.i FROM generate_subscripts(v_contended, 1) AS x(i)
-                     WHERE v_contended[x.i] ORDER BY x.i);
+    IF NOT v_lean THEN
+        -- finish_pass decides everything.
+        v_todo := ARRAY(SELECT x.i FROM generate_series(1, v_n) AS x(i));
+    ELSE
+        FOR k IN 1 .. cardinality(v_done) LOOP
+            v_batch := v_done[k];
+            v_items := '{}';
+            v_mine := '{}';
+            v_sorted := true;
+            FOR j IN 1 .. v_n LOOP
+                CONTINUE WHEN p_batch_ids[j] <> v_batch;
+                v_sorted := v_sorted AND (cardinality(v_items) = 0 OR v_items[cardinality(v_items)] < p_items[j]);
+                v_items := v_items || p_items[j];
+                v_mine := v_mine || j;
+            END LOOP;
+            IF NOT v_sorted THEN
+                v_items := ARRAY(SELECT x FROM unnest(v_items) AS x ORDER BY x);
+            END IF;
+            -- The guard: link last + 1 of this batch, listing its items.
+            INSERT INTO {schema}.claim_closures AS c (slot, batch_id, link, items, outcome, open_after)
+            VALUES (v_slot, v_batch, v_lasts[k] + 1, v_items, 'completed', v_open[k])
+            ON CONFLICT DO NOTHING;
+            IF NOT FOUND THEN
+                -- Another finisher took this link number: finish_pass decides
+                -- these again, in a new statement.
+                v_todo := v_todo || v_mine;
+                CONTINUE;
+            END IF;
+            FOREACH m IN ARRAY v_mine LOOP
+                v_accepted[m] := true;
+                v_next[m] := 'completed';
+                w_ids := w_ids || p_job_ids[m];
+                w_leases := w_leases || p_run_leases[m];
+                w_a := w_a || w_attempts[m];
+                w_s := w_s || w_slots[m];
+                w_q := w_q || w_seqs[m];
+                w_p := w_p || w_prios[m];
+                w_h := w_h || w_shards[m];
+                w_u := w_u || w_queues[m];
+                IF w_keyed_at[m] THEN
+                    w_keyed := w_keyed || p_job_ids[m];
+                END IF;
+            END LOOP;
+        END LOOP;
+
+        IF cardinality(w_ids) > 0 THEN
+            IF cardinality(w_ids) = 1 THEN
+                INSERT INTO {schema}.done_batches
+                    (slot, queue, lo_job_id, hi_job_id, job_ids, run_leases, attempts, ready_seqs,
+                     priorities, shards)
+                VALUES (w_s[1], w_u[1], w_ids[1], w_ids[1], w_ids, w_leases, w_a, w_q, w_p, w_h);
+                INSERT INTO {schema}.count_deltas (slot, queue, state, delta)
+                VALUES (w_s[1], w_u[1], 'completed', 1);
+            ELSE
+                -- One row per (queue slot, queue), as finish_pass writes it.
+                INSERT INTO {schema}.done_batches
+                    (slot, queue, lo_job_id, hi_job_id, job_ids, run_leases, attempts, ready_seqs,
+                     priorities, shards)
+                SELECT w.slot, w.queue, min(w.job_id), max(w.job_id),
+                       array_agg(w.job_id ORDER BY w.job_id), array_agg(w.run_lease ORDER BY w.job_id),
+                       array_agg(w.attempt ORDER BY w.job_id), array_agg(w.seq ORDER BY w.job_id),
+                       array_agg(w.priority ORDER BY w.job_id), array_agg(w.shard ORDER BY w.job_id)
+                  FROM unnest(w_ids, w_leases, w_a, w_s, w_q, w_p, w_h, w_u)
+                       AS w(job_id, run_lease, attempt, slot, seq, priority, shard, queue)
+                 GROUP BY w.slot, w.queue;
+                INSERT INTO {schema}.count_deltas (slot, queue, state, delta)
+                SELECT w.slot, w.queue, 'completed', count(*)
+                  FROM unnest(w_s, w_u) AS w(slot, queue)
+                 GROUP BY w.slot, w.queue;
+            END IF;
+            -- Progress and checkpoints end with the job.
+            DELETE FROM {schema}.attempt_state s WHERE s.job_id = ANY (w_ids);
+            IF cardinality(w_keyed) > 0 THEN
+                -- A job holds at most one key, recorded under its id.
+                DELETE FROM awa.job_uniques u WHERE u.job_id = ANY (w_keyed);
+            END IF;
+        END IF;
+
+    END IF;
+
+    -- finish_pass for what is left: everything (general path), or what lost
+    -- a link race; again while contention remains.
     WHILE cardinality(v_todo) > 0 LOOP
-        v_round := v_round + 1;
         IF v_round > 8 THEN
             RAISE EXCEPTION 'finish lost the race for a claim batch link % times in a row', v_round - 1
                 USING ERRCODE = 'serialization_failure',
                       HINT = 'Other finishers keep closing items of the same batches; retry the call.';
         END IF;
+        v_round := v_round + 1;
         SELECT array_agg(f.accepted ORDER BY f.ord), array_agg(f.next_state ORDER BY f.ord),
                array_agg(f.contended ORDER BY f.ord)
           INTO v_acc, v_nx, v_contended
@@ -360,7 +554,6 @@ BEGIN
 
     RETURN QUERY
     SELECT p_job_ids[x.i], p_run_leases[x.i], v_accepted[x.i], v_next[x.i]
-      FROM generate_subscripts(p_job_ids, 1) AS x(i)
-     ORDER BY x.i;
+      FROM generate_series(1, v_n) AS x(i);
 END
 $fn$;

@@ -49,8 +49,10 @@
 --                                   truncate or un-retire; terminal_jobs
 --   ring_outcomes             SIU   rotate/prune outcome upsert; status
 --   lane_heads                SIU   ready_append creates lanes; ready_take
---                                   moves heads (FOR UPDATE); cancel
---                                   (ready_tombstone locks FOR UPDATE)
+--                                   moves heads and low_gen (FOR UPDATE);
+--                                   cancel (ready_tombstone locks FOR UPDATE)
+--   ready_sealed              SU    rotate seals queue-ring generations
+--                                   (ready_seal); ready_take reads it
 --   deferred_jobs             SIUD  enqueue (scheduled), finish (retry,
 --                                   snooze, release), promote (FOR UPDATE
 --                                   SKIP LOCKED needs U, then D), cancel
@@ -131,6 +133,7 @@ DECLARE
         ['substrate', 'ring_retirements',         'SELECT, INSERT, DELETE'],
         ['substrate', 'ring_outcomes',            'SELECT, INSERT, UPDATE'],
         ['substrate', 'lane_heads',               'SELECT, INSERT, UPDATE'],
+        ['substrate', 'ready_sealed',             'SELECT, UPDATE'],
         ['substrate', 'deferred_jobs',            'SELECT, INSERT, UPDATE, DELETE'],
         ['substrate', 'attempt_state',            'SELECT, INSERT, UPDATE, DELETE'],
         ['substrate', 'parked_attempts',          'SELECT, INSERT, UPDATE, DELETE'],

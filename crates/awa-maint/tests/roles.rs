@@ -332,6 +332,7 @@ const SUBSTRATE: &[(&str, &str)] = &[
     ("ring_retirements", "SID"),
     ("ring_outcomes", "SIU"),
     ("lane_heads", "SIU"),
+    ("ready_sealed", "SU"),
     ("deferred_jobs", "SIUD"),
     ("attempt_state", "SIUD"),
     ("parked_attempts", "SIUD"),

@@ -1,8 +1,8 @@
 -- {schema}.ready_take(queue, limit, cand_seq, cand_xid, aging): take up to
 -- `limit` runnable jobs of a queue, and at most 8 MiB of args + metadata
 -- (stored size; at least one job), in order, advancing the lane heads past
--- them. Called only from the execution plane's claim, in the same
--- statement that writes the claim batch.
+-- them. Called only from the execution plane's claim, in the same call
+-- (transaction) that writes the claim batch.
 --
 -- Order: higher (aged) priority first, then lane position. Within one lane
 -- the effective priority is made non-increasing (a running minimum), so
@@ -25,6 +25,24 @@
 -- previous call, which has usually settled by now, and gets this call's
 -- candidate back (next_seq, next_xid) in every row; when no job is taken,
 -- one row with job_id NULL still carries it.
+--
+-- Which slots. A lane's entries past its head can sit in any slot of the
+-- queue ring (a producer that read the ledger before a rotation writes
+-- the slot it read; relocation copies old entries into the current slot),
+-- and a generic plan over ready_entries starts a scan of every partition,
+-- which is most of the price of a claim of one job. So each lane carries
+-- low_gen: every entry of the lane past its head is in a slot of
+-- generation >= low_gen. When the call locks one lane whose low_gen is at
+-- least the current generation - 1, it scans only the current slot and the
+-- one before (`slot IN (..)` on two plain parameters: the executor prunes
+-- the others when it starts), in a statement that also checks the ledger
+-- has not moved since (a newer slot could hold positions below ones it
+-- takes; if it moved, nothing is taken and the caller looks again at
+-- once). Everything else takes the general statement over every slot.
+-- low_gen only moves up, to ready_sealed.generation + 1, and only after a
+-- statement that sees every entry those generations will ever hold (the
+-- seal's promise) found none of the lane's past its head there; a new lane
+-- starts at 0.
 --
 -- When neither candidate has settled (a long transaction is open
 -- somewhere), a slow path reads pg_locks once: settled if no transaction
@@ -54,12 +72,55 @@ DECLARE
     v_frontier bigint;
     v_prios    smallint[];
     v_shards   smallint[];
+    v_heads    bigint[];
+    v_lows     bigint[];
+    v_gen      bigint;    -- the current queue-ring generation
+    v_s1       integer;   -- its slot
+    v_s2       integer;   -- the previous generation's slot (v_s1 when none)
+    v_fast     boolean;   -- every lane of the queue scans v_s1 and v_s2 only
+    v_taken    integer;
+    v_sealed   bigint;
 BEGIN
-    SELECT s.last_value INTO v_seq FROM {schema}.ready_seq s;
+    SELECT s.last_value,
+           (SELECT l.generation FROM {schema}.ring_ledger l
+             WHERE l.ring = 'queue' ORDER BY l.generation DESC LIMIT 1),
+           (SELECT l.slot FROM {schema}.ring_ledger l
+             WHERE l.ring = 'queue' ORDER BY l.generation DESC LIMIT 1),
+           (SELECT l.slot FROM {schema}.ring_ledger l
+             WHERE l.ring = 'queue' ORDER BY l.generation DESC OFFSET 1 LIMIT 1)
+      INTO v_seq, v_gen, v_s1, v_s2
+      FROM {schema}.ready_seq s;
+    v_s2 := coalesce(v_s2, v_s1);
+    SELECT coalesce(bool_and(h.low_gen >= v_gen - 1), false) INTO v_fast
+      FROM {schema}.lane_heads h WHERE h.queue = p_queue;
     -- Nothing visible past any lane head: return at once, keeping the old
     -- candidate. No xid is assigned, so an idle poll commits nothing (no
-    -- WAL flush).
-    IF NOT EXISTS (
+    -- WAL flush). With every lane fast, only the newest two slots are
+    -- looked at, and anything this statement cannot vouch for counts as
+    -- work: a ledger that moved since, or a lane that is not fast (new
+    -- since).
+    IF v_fast THEN
+        IF NOT EXISTS (
+                SELECT 1
+                  FROM {schema}.lane_heads h
+                 CROSS JOIN LATERAL (
+                        SELECT 1 FROM {schema}.ready_entries e
+                         WHERE e.slot IN (v_s1, v_s2)
+                           AND e.queue = h.queue AND e.priority = h.priority AND e.shard = h.shard
+                           AND e.lane_seq > h.head_seq
+                         LIMIT 1) w
+                 WHERE h.queue = p_queue)
+           AND NOT EXISTS (SELECT 1 FROM {schema}.lane_heads h
+                            WHERE h.queue = p_queue AND h.low_gen < v_gen - 1)
+           AND v_gen = (SELECT l.generation FROM {schema}.ring_ledger l
+                         WHERE l.ring = 'queue' ORDER BY l.generation DESC LIMIT 1) THEN
+            RETURN QUERY SELECT NULL::bigint, NULL::integer, NULL::bigint, NULL::text, NULL::jsonb,
+                                NULL::smallint, NULL::integer, NULL::integer, NULL::bigint,
+                                NULL::timestamptz, NULL::timestamptz, NULL::text, NULL::jsonb,
+                                NULL::bigint, p_cand_seq, p_cand_xid, NULL::smallint;
+            RETURN;
+        END IF;
+    ELSIF NOT EXISTS (
             SELECT 1
               FROM {schema}.lane_heads h
              CROSS JOIN LATERAL (
@@ -103,14 +164,80 @@ BEGIN
     -- itself used a snapshot older than the lock and handed out jobs that
     -- had just been cancelled (claimed and cancelled at once, their unique
     -- key released while they ran).
-    SELECT coalesce(array_agg(l.priority), '{}'), coalesce(array_agg(l.shard), '{}')
-      INTO v_prios, v_shards
-      FROM (SELECT h.priority, h.shard
+    SELECT coalesce(array_agg(l.priority), '{}'), coalesce(array_agg(l.shard), '{}'),
+           coalesce(array_agg(l.head_seq), '{}'), coalesce(array_agg(l.low_gen), '{}')
+      INTO v_prios, v_shards, v_heads, v_lows
+      FROM (SELECT h.priority, h.shard, h.head_seq, h.low_gen
               FROM {schema}.lane_heads h
              WHERE h.queue = p_queue
              ORDER BY h.priority DESC, h.shard
                FOR UPDATE SKIP LOCKED) l;
 
+    IF cardinality(v_prios) = 1 AND v_lows[1] >= v_gen - 1 THEN
+        -- One lane, all of it in the newest two slots. Its head read
+        -- above is current (the lane is ours until commit). One lane has
+        -- one priority, so aging changes nothing: lane order is the order.
+        RETURN QUERY
+        WITH fresh AS MATERIALIZED (
+            -- The ledger as this statement sees it: no newer slot than v_s1.
+            SELECT l.generation = v_gen AS ok
+              FROM {schema}.ring_ledger l
+             WHERE l.ring = 'queue' ORDER BY l.generation DESC LIMIT 1
+        ),
+        cand AS MATERIALIZED (
+            -- The live copy of a relocated job sorts before its tombstoned
+            -- twin (see the general statement below).
+            SELECT e.slot, e.lane_seq, e.job_id, e.kind, e.args, e.priority, e.shard,
+                   e.attempt, e.max_attempts, e.run_lease, e.created_at, e.ready_at,
+                   e.unique_key, e.metadata, t.job_id IS NOT NULL AS dead
+              FROM {schema}.ready_entries e
+              LEFT JOIN {schema}.ready_tombstones t
+                ON t.slot IN (v_s1, v_s2)
+               AND t.slot = e.slot AND t.job_id = e.job_id AND t.lane_seq = e.lane_seq
+             WHERE e.slot IN (v_s1, v_s2)
+               AND e.queue = p_queue AND e.priority = v_prios[1] AND e.shard = v_shards[1]
+               AND e.lane_seq > v_heads[1] AND e.lane_seq <= v_frontier
+               AND (SELECT f.ok FROM fresh f)
+             ORDER BY e.lane_seq, t.job_id IS NOT NULL
+             LIMIT p_limit
+        ),
+        ranked AS (
+            SELECT c.*, row_number() OVER w AS rn,
+                   sum(pg_column_size(c.args) + coalesce(pg_column_size(c.metadata), 0)) OVER w AS bytes
+              FROM cand c
+             WHERE NOT c.dead
+            WINDOW w AS (ORDER BY c.lane_seq ROWS UNBOUNDED PRECEDING)
+        ),
+        -- Bounded by count (the LIMIT) and bytes, as the general statement:
+        -- what is taken is a prefix of the lane, and the head moves past
+        -- exactly it (and the tombstoned entries before what is left).
+        chosen AS (
+            SELECT r.*, r.rn = 1 OR r.bytes <= 8388608 AS take FROM ranked r
+        ),
+        moved AS (
+            UPDATE {schema}.lane_heads h
+               SET head_seq = n.head
+              FROM (SELECT max(c.lane_seq) AS head
+                      FROM cand c
+                     WHERE c.lane_seq < coalesce((SELECT min(x.lane_seq) FROM chosen x WHERE NOT x.take),
+                                                 9223372036854775807)) n
+             WHERE h.queue = p_queue AND h.priority = v_prios[1] AND h.shard = v_shards[1]
+               AND n.head > h.head_seq
+            RETURNING 1
+        )
+        SELECT r.job_id, r.slot, r.lane_seq, r.kind, r.args, r.priority, r.attempt,
+               r.max_attempts, r.run_lease, r.created_at, r.ready_at, r.unique_key, r.metadata,
+               v_frontier, v_seq, v_xid, r.shard
+          FROM chosen r
+         WHERE r.take
+         ORDER BY r.rn;
+        GET DIAGNOSTICS v_taken = ROW_COUNT;
+        IF v_taken = 0 AND v_gen <> (SELECT l.generation FROM {schema}.ring_ledger l
+                                      WHERE l.ring = 'queue' ORDER BY l.generation DESC LIMIT 1) THEN
+            -- The ledger moved: nothing was taken; look again at once.
+            v_frontier := 0;
+        END IF;
+    ELSE
     RETURN QUERY
     WITH frontier AS (
         SELECT v_frontier AS seq
@@ -199,8 +326,50 @@ BEGIN
       FROM taken t
      ORDER BY t.rn;
     -- (moved, a data-modifying CTE, runs to completion although unread.)
+    GET DIAGNOSTICS v_taken = ROW_COUNT;
+    END IF;
 
-    IF NOT FOUND THEN
+    -- Move low_gen up where ready_sealed allows, so the next claims of
+    -- these lanes scan the newest two slots only. Worth it once per lane
+    -- and rotation; cheap when nothing changed (no statement runs).
+    IF v_gen > ANY (v_lows) THEN
+        SELECT z.generation INTO v_sealed FROM {schema}.ready_sealed z;
+        IF cardinality(v_prios) = 1 AND v_lows[1] = v_gen - 1 AND v_sealed = v_gen - 1 THEN
+            -- The usual case after a rotation: the lane's entries past its
+            -- head were all in the newest two slots; the older of them is
+            -- sealed now. One slot to look at.
+            UPDATE {schema}.lane_heads h
+               SET low_gen = v_gen
+             WHERE h.queue = p_queue AND h.priority = v_prios[1] AND h.shard = v_shards[1]
+               AND h.low_gen = v_gen - 1
+               AND NOT EXISTS (
+                     SELECT 1 FROM {schema}.ready_entries e
+                      WHERE e.slot = v_s2
+                        AND e.queue = h.queue AND e.priority = h.priority AND e.shard = h.shard
+                        AND e.lane_seq > h.head_seq);
+        ELSIF v_taken < p_limit AND v_sealed >= (SELECT min(x) FROM unnest(v_lows) AS x) THEN
+            -- A lane further behind (new, or after a backlog): look at
+            -- every slot of the generations from its low_gen to the seal.
+            -- The seal promises nothing more will be written there, and
+            -- this statement sees everything that was (it runs after the
+            -- seal was read). Tombstoned entries count as present.
+            UPDATE {schema}.lane_heads h
+               SET low_gen = v_sealed + 1
+              FROM unnest(v_prios, v_shards) AS k(priority, shard)
+             WHERE h.queue = p_queue AND h.priority = k.priority AND h.shard = k.shard
+               AND h.low_gen <= v_sealed
+               AND NOT EXISTS (
+                     SELECT 1 FROM {schema}.ready_entries e
+                      WHERE e.queue = h.queue AND e.priority = h.priority AND e.shard = h.shard
+                        AND e.lane_seq > h.head_seq
+                        AND e.slot = ANY (ARRAY(
+                              SELECT l.slot FROM {schema}.ring_ledger l
+                               WHERE l.ring = 'queue'
+                                 AND l.generation BETWEEN h.low_gen AND v_sealed)));
+        END IF;
+    END IF;
+
+    IF v_taken = 0 THEN
         RETURN QUERY SELECT NULL::bigint, NULL::integer, NULL::bigint, NULL::text, NULL::jsonb,
                             NULL::smallint, NULL::integer, NULL::integer, NULL::bigint,
                             NULL::timestamptz, NULL::timestamptz, NULL::text, NULL::jsonb,

@@ -54,6 +54,25 @@ BEGIN
     -- few small page ranges plus the unsummarized tail of the slot.
     EXECUTE format('CREATE INDEX IF NOT EXISTS ready_entries_job_brin ON %1$I.ready_entries USING brin (job_id) WITH (pages_per_range = 8, autosummarize = on)', p_schema);
 
+    -- The queue-ring generations no producer can write to any more: every
+    -- entry in a slot of generation <= `generation` is committed (or gone)
+    -- and visible to any snapshot that sees this row. ready_seal (with the
+    -- leader's prune and rotate of the queue ring) moves it forward in two
+    -- steps: a proposal (`pending_generation`, proven once no snapshot
+    -- older than the rotation onto pending_generation + 1 is in use) becomes
+    -- the seal once no transaction below `pending_xid` is running.
+    -- ready_take uses it to stop scanning slots that hold nothing past a
+    -- lane's head (lane_heads.low_gen). -1: nothing sealed yet.
+    EXECUTE format($ddl$
+        CREATE TABLE IF NOT EXISTS %1$I.ready_sealed (
+            singleton          boolean     PRIMARY KEY DEFAULT true CHECK (singleton),
+            generation         bigint      NOT NULL DEFAULT -1,
+            sealed_at          timestamptz NOT NULL DEFAULT now(),
+            pending_generation bigint,
+            pending_xid        xid8
+        )$ddl$, p_schema);
+    EXECUTE format('INSERT INTO %1$I.ready_sealed DEFAULT VALUES ON CONFLICT DO NOTHING', p_schema);
+
     -- Cancelled-before-claim markers, in the same slot as the entry they
     -- cancel so both disappear together.
     EXECUTE format($ddl$

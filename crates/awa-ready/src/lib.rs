@@ -25,6 +25,7 @@ pub const INSTALL_SQL: &str = include_str!("../sql/install_ready_plane.sql");
 pub const FUNCTIONS: &[(&str, &str)] = &[
     ("ready_append", include_str!("../sql/fn_ready_append.sql")),
     ("ready_take", include_str!("../sql/fn_ready_take.sql")),
+    ("ready_seal", include_str!("../sql/fn_ready_seal.sql")),
     (
         "ready_tombstone",
         include_str!("../sql/fn_ready_tombstone.sql"),

@@ -56,6 +56,12 @@ const BUFFER_HORIZON: Duration = Duration::from_millis(50);
 /// holds at most about two batches' worth of bytes.
 const MAX_BUFFER_BYTES: usize = 8 << 20;
 
+/// A claim that came back short with at least this many bytes of args and
+/// metadata may have been cut by the claim batch's byte bound (8 MiB of
+/// stored size, `ready_take`), not by the queue running dry: claim again
+/// rather than wait for a notification.
+const CUT_BY_BYTES: usize = 4 << 20;
+
 /// Weight of the newest job duration in the running average (1/8).
 const DURATION_WEIGHT_SHIFT: u32 = 3;
 
@@ -147,6 +153,8 @@ pub(crate) async fn run(d: Dispatcher) {
     let avg_job_us = Arc::new(AtomicU64::new(0));
     let mut hold = Hold::None;
     let mut claim: Option<std::pin::Pin<Box<dyn Future<Output = ClaimResult> + Send>>> = None;
+    // How many jobs the claim in flight asked for.
+    let mut asked = 0usize;
     loop {
         let stopping = *stop.borrow();
         if stopping {
@@ -192,6 +200,7 @@ pub(crate) async fn run(d: Dispatcher) {
                     let low = buffer.len() * 2 <= target;
                     let want = (target + free).saturating_sub(buffer.len()).min(d.batch);
                     if low && want > 0 && buffer.bytes < MAX_BUFFER_BYTES {
+                        asked = want;
                         claim = Some(Box::pin(claim_once(
                             d.pool.clone(),
                             d.plane.clone(),
@@ -240,15 +249,26 @@ pub(crate) async fn run(d: Dispatcher) {
                                 });
                             }
                         }
+                        let claimed_bytes: usize = jobs.iter().map(stored_bytes).sum();
                         for job in jobs {
                             buffer.push(job);
                         }
-                        if got > 0 {
-                            // Work is flowing: claim again when the buffer
-                            // runs low (an idle claim is cheap: it returns
-                            // before assigning a transaction id).
+                        let waiting = frontier.as_ref().is_some_and(Frontier::is_waiting);
+                        if got > 0 && got < asked && !waiting && claimed_bytes < CUT_BY_BYTES {
+                            // The claim took everything it could see: the
+                            // queue is drained up to a settled frontier. The
+                            // next job's commit notifies (a notification
+                            // that came while this claim ran is kept by the
+                            // wake-up), so wait for it instead of paying for
+                            // a claim that finds nothing, once per job at
+                            // low rates.
                             settle = SETTLE_FIRST;
-                        } else if frontier.as_ref().is_some_and(Frontier::is_waiting) {
+                            hold = Hold::Idle(tokio::time::Instant::now() + d.poll_interval);
+                        } else if got > 0 {
+                            // Work is flowing: claim again when the buffer
+                            // runs low.
+                            settle = SETTLE_FIRST;
+                        } else if waiting {
                             // The notification for this work has already
                             // come; the frontier just has not settled. Look
                             // again soon, backing off.

@@ -1,0 +1,92 @@
+-- {schema}.ready_seal(): move ready_sealed forward, in two steps a pass
+-- or more apart. Returns the sealed generation. Called by ring_prune and
+-- ring_rotate for the queue ring, so on every pass of the leader's prune
+-- task (every second by default).
+--
+-- The promise of ready_sealed.generation = S: no entry will ever be added
+-- to a queue-ring slot of generation <= S, and every entry there is
+-- committed or gone (visible to any snapshot that sees the seal).
+-- ready_take builds on it (lane_heads.low_gen), so both steps are proofs:
+--
+-- 1. Propose S = G - 1 for the newest generation G such that no snapshot
+--    in use predates the rotation onto G. Every writer of ready_entries
+--    (ready_append, call_enqueue_now, call_enqueue_staged, ready_relocate)
+--    reads its slot from the ledger and inserts into it within one
+--    top-level statement, whose snapshot stays registered, and so in
+--    pg_stat_activity.backend_xmin, until the statement ends. A writer that
+--    can still insert into a slot of generation G - 1 or older read the
+--    ledger with a snapshot that does not see the rotation onto G: taken
+--    before it committed, so with an xmin at or below its xid (the ledger
+--    row's xmin). When no backend of this database shows such an xmin,
+--    every such writer has finished inserting, and holds the transaction id
+--    it wrote with. The proposal records the next transaction id not yet
+--    assigned (the xmax of a snapshot taken after that check): every such
+--    writer's id is below it.
+-- 2. A later call makes the proposal the seal once no transaction below
+--    that id is running: the writers have committed or aborted.
+--
+-- Other roles' snapshots are only visible with pg_read_all_stats; without
+-- it nothing is proposed (claims then scan every slot, as they always
+-- could). Sealers racing (a second pruner) need no lock: the seal only
+-- moves up, and each proposal is proven on its own.
+CREATE OR REPLACE FUNCTION {schema}.ready_seal()
+RETURNS bigint LANGUAGE plpgsql AS $fn$
+DECLARE
+    v_sealed bigint;
+    v_pgen   bigint;
+    v_pxid   xid8;
+    v_gen    bigint;
+    v_xid    xid;
+BEGIN
+    SELECT z.generation, z.pending_generation, z.pending_xid
+      INTO v_sealed, v_pgen, v_pxid
+      FROM {schema}.ready_sealed z;
+    IF v_pxid IS NOT NULL THEN
+        IF pg_snapshot_xmin(pg_current_snapshot()) < v_pxid THEN
+            -- A proposal waits for its writers to end.
+            RETURN v_sealed;
+        END IF;
+        UPDATE {schema}.ready_sealed z
+           SET generation = greatest(z.generation, v_pgen), sealed_at = now(),
+               pending_generation = NULL, pending_xid = NULL
+         WHERE z.pending_xid = v_pxid;
+        v_sealed := greatest(v_sealed, v_pgen);
+    END IF;
+
+    IF NOT (pg_has_role('pg_read_all_stats', 'MEMBER')
+            OR (SELECT r.rolsuper FROM pg_roles r WHERE r.rolname = current_user)) THEN
+        RETURN v_sealed;
+    END IF;
+    -- pg_stat_activity is read once per transaction and kept: a caller
+    -- (ring_prune) may have read it before the ledger rows below were
+    -- committed. Read it afresh, after them.
+    PERFORM pg_stat_clear_snapshot();
+    -- Newest generation first: proposing G - 1 covers everything older.
+    -- Only committed rotations count: until the rotation onto G commits,
+    -- new snapshots do not see it, so no check can rule out writers of
+    -- G - 1 (a ledger row this transaction wrote is visible here first).
+    FOR v_gen, v_xid IN
+        SELECT l.generation, l.xmin
+          FROM {schema}.ring_ledger l
+         WHERE l.ring = 'queue' AND l.generation > v_sealed + 1
+           AND l.xmin IS DISTINCT FROM xid(pg_current_xact_id_if_assigned())
+         ORDER BY l.generation DESC
+         LIMIT 2
+    LOOP
+        IF NOT EXISTS (
+                SELECT 1 FROM pg_stat_activity a
+                 WHERE a.datname = current_database()
+                   AND a.pid <> pg_backend_pid()
+                   AND a.backend_xmin IS NOT NULL
+                   AND age(a.backend_xmin) >= age(v_xid)) THEN
+            -- A new statement: its snapshot is taken after the check above.
+            UPDATE {schema}.ready_sealed z
+               SET pending_generation = v_gen - 1,
+                   pending_xid = pg_snapshot_xmax(pg_current_snapshot())
+             WHERE z.pending_xid IS NULL AND z.generation < v_gen - 1;
+            RETURN v_sealed;
+        END IF;
+    END LOOP;
+    RETURN v_sealed;
+END
+$fn$;
