@@ -469,3 +469,48 @@ async fn regression_a_seal_reads_running_snapshots_after_the_rotation_it_counts(
     sealer.rollback().await.unwrap();
     writer.commit().await.unwrap();
 }
+
+/// A proposal's fence must come from a snapshot taken after the check of
+/// running snapshots. Under REPEATABLE READ every statement reuses the
+/// transaction's first snapshot, so the fence could fall below the ids of
+/// writers that started since: nothing is proposed there, while the same
+/// state under READ COMMITTED proposes.
+#[tokio::test]
+async fn regression_a_seal_under_repeatable_read_proposes_nothing() {
+    let (_db, pool) = setup().await;
+    let g = settled_and_fresh(&pool).await;
+    let rings = PgRings::new(schema());
+    let mut conn = pool.acquire().await.unwrap();
+    rings.rotate(&mut conn, Ring::Queue, "test").await.unwrap();
+    assert_eq!(current_generation(&pool).await, g + 1);
+
+    let mut tx = conn.begin().await.unwrap();
+    sqlx::query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+        .execute(&mut *tx)
+        .await
+        .unwrap();
+    let _: i64 = sqlx::query_scalar("SELECT awa.ready_seal()")
+        .fetch_one(&mut *tx)
+        .await
+        .unwrap();
+    assert_eq!(pending_generation(&mut tx).await, None);
+    tx.rollback().await.unwrap();
+
+    // The same call under READ COMMITTED proposes g (no snapshot is older
+    // than the rotation): the refusal above is the isolation level's.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let _: i64 = sqlx::query_scalar("SELECT awa.ready_seal()")
+            .fetch_one(&mut *conn)
+            .await
+            .unwrap();
+        if pending_generation(&mut conn).await == Some(g) || sealed(&pool).await >= g {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "generation {g} never proposed"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}

@@ -25,8 +25,9 @@
 -- 2. A later call makes the proposal the seal once no transaction below
 --    that id is running: the writers have committed or aborted.
 --
--- Other roles' snapshots are only visible with pg_read_all_stats; without
--- it nothing is proposed (claims then scan every slot, as they always
+-- Proposals are made only under READ COMMITTED (the fence needs a fresh
+-- snapshot). Other roles' snapshots are only visible with
+-- pg_read_all_stats; without it nothing is proposed (claims then scan every slot, as they always
 -- could). Sealers racing (a second pruner) need no lock: the seal only
 -- moves up, and each proposal is proven on its own.
 CREATE OR REPLACE FUNCTION {schema}.ready_seal()
@@ -53,6 +54,14 @@ BEGIN
         v_sealed := greatest(v_sealed, v_pgen);
     END IF;
 
+    -- A proposal's fence is the xmax of a snapshot taken after the check
+    -- of running snapshots: only READ COMMITTED takes one per statement
+    -- (under REPEATABLE READ the transaction's older snapshot would make a
+    -- fence below the writers' ids). Sealing a proposal above is safe at any
+    -- level: an older snapshot only makes it wait.
+    IF current_setting('transaction_isolation') <> 'read committed' THEN
+        RETURN v_sealed;
+    END IF;
     IF NOT (pg_has_role('pg_read_all_stats', 'MEMBER')
             OR (SELECT r.rolsuper FROM pg_roles r WHERE r.rolname = current_user)) THEN
         RETURN v_sealed;
