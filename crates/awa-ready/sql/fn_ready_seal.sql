@@ -19,9 +19,10 @@
 --    before it committed, so with an xmin at or below its xid (the ledger
 --    row's xmin). When no backend of this database shows such an xmin,
 --    every such writer has finished inserting, and holds the transaction id
---    it wrote with. The proposal records the next transaction id not yet
---    assigned (the xmax of a snapshot taken after that check): every such
---    writer's id is below it.
+--    it wrote with. The proposal records this transaction's own id,
+--    assigned after that check, as the fence: every such writer's id is
+--    below it. (Not a snapshot's xmax: that is the latest completed id
+--    + 1, and a writer's id, assigned but not completed, can be above it.)
 -- 2. A later call makes the proposal the seal once no transaction below
 --    that id is running: the writers have committed or aborted.
 --
@@ -54,12 +55,17 @@ BEGIN
         v_sealed := greatest(v_sealed, v_pgen);
     END IF;
 
-    -- A proposal's fence is the xmax of a snapshot taken after the check
-    -- of running snapshots: only READ COMMITTED takes one per statement
-    -- (under REPEATABLE READ the transaction's older snapshot would make a
-    -- fence below the writers' ids). Sealing a proposal above is safe at any
-    -- level: an older snapshot only makes it wait.
+    -- Proposals only under READ COMMITTED, where every statement below
+    -- reads the ledger and the fence afresh (a REPEATABLE READ snapshot
+    -- may predate what the check saw). Sealing a proposal above is safe at
+    -- any level: an older snapshot only makes it wait.
     IF current_setting('transaction_isolation') <> 'read committed' THEN
+        RETURN v_sealed;
+    END IF;
+    -- The fence is this transaction's id, which must be assigned after the
+    -- check below; a transaction that already has one (it wrote something,
+    -- the seal above included) leaves proposing to a later call.
+    IF pg_current_xact_id_if_assigned() IS NOT NULL THEN
         RETURN v_sealed;
     END IF;
     IF NOT (pg_has_role('pg_read_all_stats', 'MEMBER')
@@ -88,10 +94,11 @@ BEGIN
                    AND a.pid <> pg_backend_pid()
                    AND a.backend_xmin IS NOT NULL
                    AND age(a.backend_xmin) >= age(v_xid)) THEN
-            -- A new statement: its snapshot is taken after the check above.
+            -- The fence: this transaction's id, assigned here (it had
+            -- none, see above), so after the check.
             UPDATE {schema}.ready_sealed z
                SET pending_generation = v_gen - 1,
-                   pending_xid = pg_snapshot_xmax(pg_current_snapshot())
+                   pending_xid = pg_current_xact_id()
              WHERE z.pending_xid IS NULL AND z.generation < v_gen - 1;
             RETURN v_sealed;
         END IF;
