@@ -7,6 +7,7 @@ mod demo;
 mod fleet;
 mod latency;
 mod migrate;
+mod migration;
 mod python;
 mod test;
 
@@ -24,6 +25,9 @@ struct Xtask {
 enum Task {
     /// Migrate DATABASE_URL, or a throwaway cluster when it is unset.
     Migrate,
+    /// Schema migrations: `draft DESCRIPTION [--write]` derives the next
+    /// numbered step from the sources and checks it against a fresh install.
+    Migration(migration::MigrationArgs),
     /// Run the whole test suite against one shared throwaway cluster.
     Test {
         /// Extra arguments for `cargo test`.
@@ -81,6 +85,7 @@ fn main() -> ExitCode {
     let result = runtime.block_on(async {
         match xtask.task {
             Task::Migrate => migrate::run().await,
+            Task::Migration(args) => migration::run(args).await,
             Task::Test { args } => test::run(args).await,
             Task::Demo { jobs, serve } => demo::run(jobs, serve).await,
             Task::Bench(args) => bench::run(args).await,

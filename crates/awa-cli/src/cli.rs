@@ -91,10 +91,20 @@ pub enum Command {
 
 #[derive(Debug, Args)]
 pub struct MigrateArgs {
-    /// Print the whole migration set as SQL instead of applying it.
+    /// Print SQL instead of applying it: the fresh install of the newest
+    /// version for an empty database, or with --from the numbered steps
+    /// after version N (up to --to, else the newest).
     #[arg(long, conflicts_with = "extract_to")]
     pub sql: bool,
-    /// Write one file per migration into DIR (Flyway-style names).
+    /// With --sql: the version the database is at (0: empty).
+    #[arg(long, value_name = "N", requires = "sql")]
+    pub from: Option<i32>,
+    /// Stop at version M (with --sql, the last step printed; applying, the
+    /// steps up to M only).
+    #[arg(long, value_name = "M", conflicts_with = "extract_to")]
+    pub to: Option<i32>,
+    /// Write one file per numbered step into DIR (Flyway-style names), for
+    /// an external migration runner to apply in order.
     #[arg(long, value_name = "DIR")]
     pub extract_to: Option<PathBuf>,
 }

@@ -110,8 +110,8 @@ pub async fn connect(url: &str) -> Result<PgConnection, CliError> {
     }
 }
 
-/// A connection to a database this binary may touch job data in: migrated,
-/// and not by a newer binary.
+/// A connection to a database this binary may touch job data in: migrated
+/// to this binary's version.
 pub async fn connect_migrated(url: &str) -> Result<PgConnection, CliError> {
     let mut conn = connect(url).await?;
     ensure_migrated(&mut conn).await?;
@@ -143,11 +143,11 @@ pub async fn pool_migrated(url: &str, size: u32) -> Result<PgPool, CliError> {
     Ok(pool)
 }
 
+/// Migrated to exactly this binary's version: an older database would lack
+/// what this binary's statements call, a newer one may have changed it.
 async fn ensure_migrated(conn: &mut PgConnection) -> Result<(), CliError> {
-    match awa_maint::migrate::check_compatible(conn).await? {
-        Some(_) => Ok(()),
-        None => Err(awa_maint::MaintError::NotMigrated.into()),
-    }
+    awa_maint::migrate::require_current(conn).await?;
+    Ok(())
 }
 
 /// The connection string without its passwords, for messages (every form:

@@ -74,6 +74,8 @@ impl CliError {
     pub fn exit_code(&self) -> u8 {
         match self {
             CliError::UniqueKeyHeld { .. } => exit::UNIQUE_KEY_HELD,
+            // A version range no step covers is a bad command line.
+            CliError::Maint(awa_maint::MaintError::StepRange { .. }) => exit::USAGE,
             _ => exit::FAILURE,
         }
     }

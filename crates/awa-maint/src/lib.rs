@@ -16,7 +16,7 @@ pub mod substrate;
 pub mod tasks;
 
 pub use error::MaintError;
-pub use migrate::{LATEST_VERSION, MigrateReport, Migration, migrate, migrations};
+pub use migrate::{LATEST_VERSION, MigrateReport, Migration, migrate, migrate_to, migrations};
 
 /// A fresh, migrated database for one test (feature `test-support`).
 #[cfg(feature = "test-support")]

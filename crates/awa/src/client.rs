@@ -155,14 +155,13 @@ impl Client {
     }
 
     /// Fail with a clear message when the database is not migrated (run
-    /// `awa migrate` or `cargo xtask migrate`) or was migrated by a newer
-    /// release than this client.
+    /// `awa migrate` or `cargo xtask migrate`), is at an older schema
+    /// version than this client (run `awa migrate` with this release), or
+    /// was migrated by a newer release.
     pub async fn check_schema(&self) -> Result<(), Error> {
         let mut conn = self.pool.acquire().await?;
-        match awa_maint::migrate::check_compatible(&mut conn).await? {
-            Some(_) => Ok(()),
-            None => Err(awa_maint::MaintError::NotMigrated.into()),
-        }
+        awa_maint::migrate::require_current(&mut conn).await?;
+        Ok(())
     }
 
     /// Insert one typed job with its type's defaults: on a transaction
