@@ -191,7 +191,9 @@ async fn runtimes_and_cron_are_listed() {
     let cron = get(&app, "/api/cron", None).await.json();
     assert_eq!(cron["schedules"][0]["name"], "nightly");
     assert_eq!(cron["schedules"][0]["enabled"], true);
-    assert!(cron["schedules"][0]["next_fire"].is_string());
+    // The next fire is the tick, 03:00:00 UTC, to the second.
+    let next = cron["schedules"][0]["next_fire"].as_str().unwrap();
+    assert!(next.ends_with("T03:00:00Z"), "{next}");
 }
 
 #[tokio::test]
