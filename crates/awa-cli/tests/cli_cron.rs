@@ -155,6 +155,72 @@ async fn bad_input_is_refused_quoting_the_problem_and_writes_nothing() {
     assert!(names(url).is_empty(), "a refused schedule was written");
 }
 
+#[tokio::test]
+async fn a_schedule_that_cannot_fire_is_listed_with_why_and_the_others_keep_firing() {
+    let db = migrated_db().await;
+    let url = db.url();
+    let blob = format!(r#"{{"blob": "{}"}}"#, "x".repeat(5000));
+    for (name, args) in [("a-big", blob.as_str()), ("b-small", "{}")] {
+        let add = awa(
+            url,
+            &[
+                "cron",
+                "add",
+                name,
+                "--cron",
+                "* * * * * *",
+                "--queue",
+                "c",
+                "--kind",
+                "k",
+                "--args",
+                args,
+            ],
+        );
+        assert!(add.ok(), "{add:#?}");
+    }
+    let configure = awa(url, &["storage", "configure", "--max-job-bytes", "4096"]);
+    assert!(configure.ok(), "{configure:#?}");
+    // Past the creation second, so a tick is due; one pass of every task.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let pass = awa(url, &["maint", "run", "--once"]);
+    assert!(pass.ok(), "{pass:#?}");
+
+    let listed = awa(url, &["cron", "list", "--json"]).json();
+    let by = |name: &str| {
+        listed
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["name"] == name)
+            .unwrap()
+            .clone()
+    };
+    let big = by("a-big");
+    assert!(
+        big["error"]
+            .as_str()
+            .unwrap()
+            .contains("over the limit of 4096"),
+        "{big}"
+    );
+    assert!(big["error_since"].is_string(), "{big}");
+    assert!(big["last_tick"].is_null(), "{big}");
+    let small = by("b-small");
+    assert!(small["error"].is_null(), "{small}");
+    assert!(
+        small["last_tick"].is_string(),
+        "b-small did not fire: {small}"
+    );
+    let text = awa(url, &["cron", "list"]);
+    assert!(text.ok(), "{text:#?}");
+    assert!(
+        text.stdout.contains("a-big cannot fire") && text.stdout.contains("over the limit of 4096"),
+        "{text:#?}"
+    );
+    assert!(!text.stdout.contains("b-small cannot fire"), "{text:#?}");
+}
+
 /// Jobs per tick of `schedule`: each whole second a job's recorded tick
 /// falls in, with how many jobs name it; and whether every recorded tick
 /// is a whole second.

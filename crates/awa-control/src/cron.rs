@@ -118,7 +118,9 @@ impl Schedule {
                 why: "must be a JSON object (each fire adds its tick under \"awa_cron\")".into(),
             });
         }
-        Ticks::parse(&self.cron, &self.timezone)
+        let ticks = Ticks::parse(&self.cron, &self.timezone)?;
+        ticks.check_fires(&self.cron, Utc::now())?;
+        Ok(ticks)
     }
 }
 
@@ -181,6 +183,19 @@ impl Ticks {
                 why: err.to_string(),
             })?;
         Ok(Self { cron, tz: zone })
+    }
+
+    /// Refuse an expression with no tick after `now` (such as `0 0 30 2 *`,
+    /// February 30), which would never fire. `expr` is quoted.
+    pub fn check_fires(&self, expr: &str, now: DateTime<Utc>) -> Result<(), InvalidInput> {
+        match self.next_after(now) {
+            Some(_) => Ok(()),
+            None => Err(InvalidInput::Name {
+                what: "cron expression",
+                value: expr.to_string(),
+                why: "has no future tick, so it would never fire (a date that does not exist, such as February 30?)".into(),
+            }),
+        }
     }
 
     /// The first tick strictly after `after` (a whole second; `after`
@@ -278,6 +293,13 @@ pub struct Stored {
     /// The job of the latest fire (tick or manual run).
     pub last_job_id: Option<i64>,
     pub last_enqueued_at: Option<DateTime<Utc>>,
+    /// Why the leader could not fire this schedule (its expression, zone,
+    /// queue or args, or the enqueue refused its job), while it cannot:
+    /// cleared by the next fire and by any change of the schedule.
+    /// Other schedules keep firing meanwhile.
+    pub error: Option<String>,
+    /// Since when `error` has held (the first pass that failed this way).
+    pub error_since: Option<DateTime<Utc>>,
 }
 
 impl Stored {
@@ -442,9 +464,28 @@ pub async fn list(
                 last_tick: r.get("last_tick"),
                 last_job_id: r.get("last_job_id"),
                 last_enqueued_at: r.get("last_enqueued_at"),
+                error: r.get("error"),
+                error_since: r.get("error_since"),
             }
         })
         .collect())
+}
+
+/// Record why schedule `name` could not fire (see `sql/cron_record_error.sql`);
+/// true when this is news (no error before, or a different one), so the
+/// caller logs each error once and the row is not rewritten every pass.
+/// The text is bounded like any stored error (`awa_core::bounds::error_text`).
+pub async fn record_error(
+    conn: &mut PgConnection,
+    name: &str,
+    error: &str,
+) -> Result<bool, ControlError> {
+    let news: Option<String> = sqlx::query_scalar(include_str!("../sql/cron_record_error.sql"))
+        .bind(name)
+        .bind(awa_core::bounds::error_text(error).as_ref())
+        .fetch_optional(conn)
+        .await?;
+    Ok(news.is_some())
 }
 
 /// The guard of one fire, in the transaction that enqueued `job_id` for
@@ -501,6 +542,13 @@ mod tests {
                     ..ok.clone()
                 },
                 "61 * * * *",
+            ),
+            (
+                Schedule {
+                    cron: "0 0 30 2 *".into(),
+                    ..ok.clone()
+                },
+                "never fire",
             ),
             (
                 Schedule {
@@ -655,6 +703,8 @@ mod tests {
             last_tick: None,
             last_job_id: None,
             last_enqueued_at: None,
+            error: None,
+            error_since: None,
         };
         assert_eq!(
             nightly.next_fire(nightly.fire_from),

@@ -507,3 +507,142 @@ fn each_whole_second_tick_fires_once_whatever_the_cadence_and_fractions() {
         panic!("{e}");
     }
 }
+
+// ---------------------------------------------------------------------------
+// One schedule that cannot fire never silences the others.
+// ---------------------------------------------------------------------------
+
+/// Each schedule's recorded error, by name.
+async fn errors(conn: &mut sqlx::PgConnection) -> BTreeMap<String, Option<String>> {
+    cron::list(conn, false)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|s| (s.schedule.name, s.error))
+        .collect()
+}
+
+async fn error_since(pool: &sqlx::PgPool, name: &str) -> Option<DateTime<Utc>> {
+    sqlx::query_scalar("SELECT error_since FROM awa.cron_jobs WHERE name = $1")
+        .bind(name)
+        .fetch_one(pool)
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn a_schedule_that_cannot_fire_is_skipped_with_its_error_and_the_others_keep_firing() {
+    let db = awa_maint::migrated_test_db().await.unwrap();
+    let pool = db.pool().await.unwrap();
+    let mut conn = pool.acquire().await.unwrap();
+    let start = utc(2026, 6, 1, 0, 0);
+    // Valid when written (5 KB of args)...
+    let big = Schedule {
+        args: serde_json::json!({ "blob": "x".repeat(5000) }),
+        ..Schedule::new("a-big", "* * * * *", "cron", "tick")
+    };
+    let small = Schedule::new("b-small", "* * * * *", "cron", "tick");
+    for s in [&big, &small] {
+        cron::upsert(&mut conn, s).await.unwrap();
+        created_at(&pool, &s.name, start).await;
+    }
+    // ...and rows no client validated: the runtime role may write
+    // cron_jobs by SQL. Each sorts before b-small, so each is met first.
+    for (name, expr, zone, queue, args) in [
+        (
+            "a-huge",
+            "* * * * *",
+            "UTC",
+            "cron",
+            "jsonb_build_object('blob', repeat('x', 3 * 1024 * 1024))",
+        ),
+        ("a-bad-expr", "not a cron", "UTC", "cron", "'{}'"),
+        ("a-bad-zone", "* * * * *", "Mars/Olympus", "cron", "'{}'"),
+        ("a-bad-queue", "* * * * *", "UTC", "Bad Queue", "'{}'"),
+        ("a-never", "0 0 30 2 *", "UTC", "cron", "'{}'"),
+    ] {
+        sqlx::query(sqlx::AssertSqlSafe(format!(
+            "INSERT INTO awa.cron_jobs (name, cron_expr, timezone, queue, kind, args, fire_from)
+             VALUES ($1, $2, $3, $4, 'tick', {args}, $5)"
+        )))
+        .bind(name)
+        .bind(expr)
+        .bind(zone)
+        .bind(queue)
+        .bind(start)
+        .execute(&pool)
+        .await
+        .unwrap();
+    }
+    // Then the operator lowers the size limit under a-big's args.
+    sqlx::query("UPDATE awa.substrate_info SET max_job_bytes = 4096")
+        .execute(&pool)
+        .await
+        .unwrap();
+
+    let first = start + Duration::minutes(1) + Duration::milliseconds(250);
+    let fired = awa_maint::cron::fire_due(&pool, &schema(), first)
+        .await
+        .expect("a pass with failing schedules still succeeds");
+    let names: Vec<&str> = fired.iter().map(|f| f.schedule.as_str()).collect();
+    assert_eq!(names, vec!["b-small"], "{fired:?}");
+    let errs = errors(&mut conn).await;
+    for (name, quoted) in [
+        ("a-big", "over the limit of 4096"),
+        ("a-huge", "over the limit"),
+        ("a-bad-expr", "not a cron"),
+        ("a-bad-zone", "Mars/Olympus"),
+        ("a-bad-queue", "Bad Queue"),
+        ("a-never", "never fire"),
+    ] {
+        let err = errs[name]
+            .as_deref()
+            .unwrap_or_else(|| panic!("{name}: no error recorded"));
+        assert!(
+            err.contains(quoted),
+            "{name}: {err:?} should mention {quoted:?}"
+        );
+    }
+    assert_eq!(errs["b-small"], None);
+    let big_since = error_since(&pool, "a-big").await.expect("error_since");
+
+    // Every later pass: b-small keeps firing; the errors stay, unrewritten.
+    let second = first + Duration::minutes(1);
+    let fired = awa_maint::cron::fire_due(&pool, &schema(), second)
+        .await
+        .unwrap();
+    assert_eq!(fired.len(), 1, "{fired:?}");
+    assert_eq!(fired[0].schedule, "b-small");
+    assert_eq!(
+        error_since(&pool, "a-big").await,
+        Some(big_since),
+        "rewritten every pass"
+    );
+
+    // Fixed (the limit raised again): a-big fires and its error clears;
+    // the others still fail alone.
+    sqlx::query("UPDATE awa.substrate_info SET max_job_bytes = 1048576")
+        .execute(&pool)
+        .await
+        .unwrap();
+    let third = second + Duration::minutes(1);
+    let fired = awa_maint::cron::fire_due(&pool, &schema(), third)
+        .await
+        .unwrap();
+    let mut names: Vec<&str> = fired.iter().map(|f| f.schedule.as_str()).collect();
+    names.sort();
+    assert_eq!(names, vec!["a-big", "b-small"], "{fired:?}");
+    let errs = errors(&mut conn).await;
+    assert_eq!(errs["a-big"], None);
+    assert_eq!(error_since(&pool, "a-big").await, None);
+    assert!(errs["a-huge"].is_some() && errs["a-bad-zone"].is_some());
+    // Changing a schedule clears its error (it described the old one).
+    let fixed = Schedule::new("a-bad-zone", "* * * * *", "cron", "tick");
+    assert_eq!(
+        cron::upsert(&mut conn, &fixed).await.unwrap(),
+        cron::Upserted::Updated
+    );
+    assert_eq!(errors(&mut conn).await["a-bad-zone"], None);
+    // b-small fired each tick once through all of it.
+    assert_eq!(jobs_per_tick(&pool, "b-small").await.len(), 3);
+}

@@ -59,7 +59,7 @@ async fn list(cli: &Cli) -> Result<(), CliError> {
                 ]
             })
             .collect();
-        output::table(
+        let mut out = output::table(
             &[
                 "NAME",
                 "CRON",
@@ -72,7 +72,20 @@ async fn list(cli: &Cli) -> Result<(), CliError> {
                 "LAST JOB",
             ],
             &rows,
-        )
+        );
+        // Why a schedule cannot fire, in full (the leader skips it and
+        // fires the others until it fires again or is changed).
+        for l in &listed {
+            if let Some(error) = &l.stored.error {
+                out.push_str(&format!(
+                    "\n{} cannot fire (since {}): {}",
+                    output::clean(&l.stored.schedule.name),
+                    time(l.stored.error_since),
+                    output::clean(error)
+                ));
+            }
+        }
+        out
     });
     Ok(())
 }
