@@ -44,7 +44,11 @@
 --   ring_ledger               SI    rotate appends generation + 1 (the
 --                                   primary key is the compare-and-swap);
 --                                   every writer reads its current slot.
---                                   Never U/D: the ledger is append-only
+--                                   Never U/D: the ledger is append-only,
+--                                   and its trigger (ring_ledger_chain)
+--                                   accepts only a row ring_rotate would
+--                                   write: the next slot, dated now(), off
+--                                   a fresh slot onto an empty one
 --   ring_retirements          SID   prune: retire marker, dropped after
 --                                   truncate or un-retire; terminal_jobs
 --   ring_outcomes             SIU   rotate/prune outcome upsert; status

@@ -307,6 +307,115 @@ async fn regression_the_runtime_role_cannot_lock_everyone_out() {
     drop_role(&mut admin, &role).await;
 }
 
+/// The ledger as it stands: (ring, generation, slot, rotated_at).
+async fn ledger(
+    conn: &mut PgConnection,
+    schema: &str,
+) -> Vec<(String, i64, i32, chrono::DateTime<chrono::Utc>)> {
+    sqlx::query_as(sqlx::AssertSqlSafe(format!(
+        "SELECT ring, generation, slot, rotated_at FROM {} ORDER BY 1, 2",
+        ident(schema) + ".ring_ledger"
+    )))
+    .fetch_all(conn)
+    .await
+    .unwrap()
+}
+
+#[tokio::test]
+async fn regression_the_runtime_role_cannot_forge_a_rotation() {
+    let db = awa_maint::migrated_test_db().await.unwrap();
+    let (role, options) = login_role(&db, "rt").await;
+    let mut admin = PgConnection::connect(db.url()).await.unwrap();
+    let shape = custom_shape("side");
+    awa_maint::substrate::prepare(&mut admin, &shape, false)
+        .await
+        .unwrap();
+    awa_maint::substrate::grant_runtime_role(&mut admin, &role, &shape.schema)
+        .await
+        .unwrap();
+    let mut rt = options.connect().await.unwrap();
+    let ready = PgReadyPlane::new(shape.schema.clone());
+    let rings = PgRings::new(shape.schema.clone());
+    let q = QueueName::new("forge").unwrap();
+    let forged = |generation: i64, slot: i32, at: &str| {
+        format!(
+            "INSERT INTO side.ring_ledger (ring, generation, slot, rotated_at, rotated_by)
+             VALUES ('queue', {generation}, {slot}, {at}, 'forger')"
+        )
+    };
+    let refused = async |rt: &mut PgConnection, sql: &str, why: &str| {
+        let before = ledger(&mut admin_conn(db.url()).await, "side").await;
+        let err = sqlx::raw_sql(sqlx::AssertSqlSafe(sql.to_string()))
+            .execute(&mut *rt)
+            .await
+            .expect_err(sql);
+        assert!(
+            matches!(sqlstate(&err).as_deref(), Some("23514" | "42501")),
+            "{why}: {sql}: {err}"
+        );
+        assert_eq!(
+            ledger(&mut admin_conn(db.url()).await, "side").await,
+            before,
+            "{why}: the ledger changed"
+        );
+    };
+    // Something written in the current slot, so a rotation is due.
+    ready
+        .enqueue(
+            &mut rt,
+            &[NewJob::new(q.clone(), "t", serde_json::json!({}))],
+        )
+        .await
+        .unwrap();
+    // The reported attack: the right next slot, sealed in 1970, which
+    // ends the sealed slot's history retention at once.
+    refused(
+        &mut rt,
+        &forged(1, 1, "'1970-01-01'"),
+        "a rotation in the past",
+    )
+    .await;
+    refused(
+        &mut rt,
+        &forged(1, 1, "now() + interval '1 day'"),
+        "a rotation in the future",
+    )
+    .await;
+    // Walk the ring round (through ring_rotate) until the next slot is the
+    // first one, which still holds a waiting job.
+    for _ in 0..3 {
+        assert!(matches!(
+            rings.rotate(&mut rt, Ring::Queue, "rt").await.unwrap(),
+            RotateOutcome::Rotated { .. }
+        ));
+        ready
+            .enqueue(
+                &mut rt,
+                &[NewJob::new(q.clone(), "t", serde_json::json!({}))],
+            )
+            .await
+            .unwrap();
+    }
+    assert!(matches!(
+        rings.rotate(&mut rt, Ring::Queue, "rt").await.unwrap(),
+        RotateOutcome::IncomingNotEmpty { .. }
+    ));
+    // Rotating onto live data, at the right time, is refused as
+    // ring_rotate refuses it.
+    refused(
+        &mut rt,
+        &forged(4, 0, "now()"),
+        "a rotation onto a live slot",
+    )
+    .await;
+    rt.close().await.unwrap();
+    drop_role(&mut admin, &role).await;
+}
+
+async fn admin_conn(url: &str) -> PgConnection {
+    PgConnection::connect(url).await.unwrap()
+}
+
 /// What the runtime role may do, relation by relation: the specification
 /// the grants are checked against (crates/awa-maint/sql/grant_runtime_role.sql
 /// says which runtime path needs each). Letters: S(ELECT), I(NSERT),

@@ -12,3 +12,70 @@
 ALTER TABLE awa.cron_jobs
     ADD COLUMN IF NOT EXISTS error       text,
     ADD COLUMN IF NOT EXISTS error_since timestamptz;
+
+-- 2. Every substrate's ring_ledger trigger function (item 4): an appended
+--    row must be one ring_rotate would write (the next slot, dated now(),
+--    off a fresh slot onto an empty one), so the runtime role's INSERT
+--    right cannot date a rotation in 1970 (ending a slot's history at
+--    once) or rotate onto live rows. The function is created by the
+--    control-plane installer per substrate, not from a template, so it is
+--    replaced here in each substrate, with the installer's text.
+DO $upgrade$
+DECLARE
+    v_schema text;
+BEGIN
+    FOR v_schema IN
+        SELECT n.nspname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+         WHERE c.relname = 'substrate_info' AND c.relkind = 'r'
+    LOOP
+    -- The installer's text unindented, so the body is the same as a fresh
+    -- install's.
+    EXECUTE format($ddl$
+        CREATE OR REPLACE FUNCTION %1$I.ring_ledger_chain_check() RETURNS trigger
+        LANGUAGE plpgsql AS $trg$
+        DECLARE
+            v_prev  integer;
+            v_slots integer;
+        BEGIN
+            IF EXISTS (SELECT 1 FROM %1$I.ring_ledger l
+                        WHERE l.ring = NEW.ring AND l.generation = NEW.generation) THEN
+                RETURN NEW;
+            END IF;
+            SELECT l.slot INTO v_prev FROM %1$I.ring_ledger l
+             WHERE l.ring = NEW.ring AND l.generation = NEW.generation - 1;
+            SELECT CASE NEW.ring WHEN 'queue' THEN i.queue_slot_count
+                                 WHEN 'lease' THEN i.lease_slot_count
+                                 ELSE i.claim_slot_count END
+              INTO v_slots FROM %1$I.substrate_info i;
+            IF v_prev IS NULL OR v_slots IS NULL OR NEW.slot <> (v_prev + 1) %% v_slots THEN
+                RAISE EXCEPTION 'ring_ledger: %% generation %% must follow generation %% in the next slot',
+                                NEW.ring, NEW.generation, NEW.generation - 1
+                      USING ERRCODE = 'check_violation',
+                            HINT = 'Rings move only through ring_rotate.';
+            END IF;
+            IF NEW.rotated_at IS DISTINCT FROM now() THEN
+                RAISE EXCEPTION 'ring_ledger: %% generation %% must be dated now (%%), not %%',
+                                NEW.ring, NEW.generation, now(), NEW.rotated_at
+                      USING ERRCODE = 'check_violation',
+                            HINT = 'Rings move only through ring_rotate.';
+            END IF;
+            IF NOT %1$I.ring_slot_fresh(NEW.ring, v_prev) THEN
+                RAISE EXCEPTION 'ring_ledger: %% slot %% holds nothing new to seal',
+                                NEW.ring, v_prev
+                      USING ERRCODE = 'check_violation',
+                            HINT = 'Rings move only through ring_rotate.';
+            END IF;
+            IF NOT %1$I.ring_slot_empty(NEW.ring, NEW.slot)
+               OR EXISTS (SELECT 1 FROM %1$I.ring_retirements x
+                           WHERE x.ring = NEW.ring AND x.slot = NEW.slot) THEN
+                RAISE EXCEPTION 'ring_ledger: %% slot %% still holds rows or awaits truncation',
+                                NEW.ring, NEW.slot
+                      USING ERRCODE = 'check_violation',
+                            HINT = 'Rings move only through ring_rotate.';
+            END IF;
+            RETURN NEW;
+        END
+        $trg$$ddl$, v_schema);
+    END LOOP;
+END
+$upgrade$;
