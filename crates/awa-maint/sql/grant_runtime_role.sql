@@ -97,7 +97,10 @@
 -- templates in awa.substrate_functions define) and on nothing else: the
 -- installers (awa.install_*), this function and any other function in
 -- schema awa or the substrate are revoked from the role and from PUBLIC
--- (PostgreSQL grants EXECUTE to PUBLIC by default).
+-- (PostgreSQL grants EXECUTE to PUBLIC by default). Each runtime function
+-- refuses arguments outside awa_core::bounds itself (SQLSTATE 22023, before
+-- it writes anything), since the role may call any of them by hand
+-- (tests/sql_bounds.rs).
 -- Schemas: USAGE on awa and the substrate; never CREATE.
 --
 -- Every relation of schema awa and of the substrate must be classified

@@ -11,6 +11,19 @@ use sqlx::{ConnectOptions, Connection, PgConnection};
 use std::str::FromStr;
 use std::time::Duration;
 
+/// The shortest rotate interval prune accepts; the tests that prune at
+/// once also keep no history (`keep_no_history`).
+const ROTATE: Duration = awa_core::bounds::ROTATE_INTERVAL.min;
+
+/// As the owner: keep no terminal history in substrate `awa`, so a sealed
+/// queue slot may be retired as soon as it is sealed.
+async fn keep_no_history(admin: &mut PgConnection) {
+    sqlx::query("UPDATE awa.substrate_info SET history_retention = interval '0'")
+        .execute(admin)
+        .await
+        .unwrap();
+}
+
 #[tokio::test]
 async fn the_job_path_and_reclamation_run_under_the_runtime_role() {
     let db = awa_maint::migrated_test_db().await.unwrap();
@@ -25,6 +38,7 @@ async fn the_job_path_and_reclamation_run_under_the_runtime_role() {
     awa_maint::substrate::grant_runtime_role(&mut admin, &role, &SchemaName::default_schema())
         .await
         .unwrap();
+    keep_no_history(&mut admin).await;
     let err = awa_maint::substrate::grant_runtime_role(
         &mut admin,
         "no_such_role_anywhere",
@@ -82,12 +96,7 @@ async fn the_job_path_and_reclamation_run_under_the_runtime_role() {
     ));
     assert_eq!(
         rings
-            .prune(
-                &mut rt,
-                Ring::Queue,
-                Duration::from_millis(200),
-                Duration::ZERO
-            )
+            .prune(&mut rt, Ring::Queue, Duration::from_millis(200), ROTATE)
             .await
             .unwrap(),
         PruneOutcome::Retired { slot: 0 }
@@ -95,12 +104,7 @@ async fn the_job_path_and_reclamation_run_under_the_runtime_role() {
     // Without pg_read_all_stats the snapshot horizon cannot be proven.
     assert!(matches!(
         rings
-            .prune(
-                &mut rt,
-                Ring::Queue,
-                Duration::from_millis(200),
-                Duration::ZERO
-            )
+            .prune(&mut rt, Ring::Queue, Duration::from_millis(200), ROTATE)
             .await
             .unwrap(),
         PruneOutcome::HorizonUnknown { slot: 0, .. }
@@ -113,12 +117,7 @@ async fn the_job_path_and_reclamation_run_under_the_runtime_role() {
     .unwrap();
     assert_eq!(
         rings
-            .prune(
-                &mut rt,
-                Ring::Queue,
-                Duration::from_millis(200),
-                Duration::ZERO
-            )
+            .prune(&mut rt, Ring::Queue, Duration::from_millis(200), ROTATE)
             .await
             .unwrap(),
         PruneOutcome::Pruned { slot: 0 }
@@ -808,6 +807,7 @@ async fn every_runtime_path_works_under_the_runtime_role() {
     .execute(&mut admin)
     .await
     .unwrap();
+    keep_no_history(&mut admin).await;
     let q = QueueName::new("paths").unwrap();
     // Queue settings are the owner's to change.
     PgControlPlane
@@ -926,8 +926,14 @@ async fn every_runtime_path_works_under_the_runtime_role() {
             .as_deref(),
         Some("running")
     );
+    // (Abandoned a day ago, as far as rescue can tell: the owner moves
+    // its claim back; rescue refuses a bound under RESCUE_AFTER's 1 s.)
+    sqlx::query("UPDATE awa.claim_batches SET claimed_at = claimed_at - interval '1 day'")
+        .execute(&mut admin)
+        .await
+        .unwrap();
     assert_eq!(
-        exec.rescue_stale(&mut rt, Duration::ZERO, 10)
+        exec.rescue_stale(&mut rt, awa_core::bounds::RESCUE_AFTER.min, 10)
             .await
             .unwrap(),
         1
@@ -1070,7 +1076,7 @@ async fn every_runtime_path_works_under_the_runtime_role() {
     for ring in [Ring::Queue, Ring::Claim, Ring::Lease] {
         rings.rotate(&mut rt, ring, "rt").await.unwrap();
         rings
-            .prune(&mut rt, ring, Duration::from_millis(200), Duration::ZERO)
+            .prune(&mut rt, ring, Duration::from_millis(200), ROTATE)
             .await
             .unwrap();
     }
@@ -1113,6 +1119,7 @@ async fn evacuation_runs_under_the_runtime_role() {
     awa_maint::substrate::grant_runtime_role(&mut admin, &role, &schema)
         .await
         .unwrap();
+    keep_no_history(&mut admin).await;
     sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
         "GRANT pg_read_all_stats TO {role}"
     )))
@@ -1164,7 +1171,7 @@ async fn evacuation_runs_under_the_runtime_role() {
             for _ in 0..4 {
                 outcomes.push(
                     rings
-                        .prune(&mut rt, ring, Duration::from_millis(200), Duration::ZERO)
+                        .prune(&mut rt, ring, Duration::from_millis(200), ROTATE)
                         .await
                         .unwrap(),
                 );
