@@ -259,14 +259,18 @@ async function viewRuntimes() {
     el("td", {}, x.role), el("td", {}, x.host), el("td", { class: "num" }, x.pid),
     el("td", { class: "wrap" }, x.queues.join(", ") || "–"), el("td", {}, age(x.seen_secs_ago) + " ago"),
     el("td", {}, time(x.started_at))));
+  // A schedule the leader cannot fire shows why (it is skipped; the
+  // others keep firing) until it fires again or is changed.
   const crons = c.schedules.map(x => el("tr", { "data-cron": x.name },
     el("td", {}, x.name), el("td", {}, x.cron + " " + x.timezone), el("td", {}, x.queue + " / " + x.kind),
-    el("td", {}, x.enabled ? "enabled" : "paused"), el("td", {}, time(x.next_fire))));
+    el("td", {}, x.enabled ? "enabled" : "paused"), el("td", {}, time(x.next_fire)),
+    el("td", { class: "wrap", "data-cron-error": x.name },
+      x.error ? "cannot fire since " + time(x.error_since) + ": " + x.error : "–")));
   return [el("h2", {}, "Runtimes (" + r.runtimes.length + ")"),
     rows.length ? table(["Role", "Host", { label: "PID", num: true }, "Queues", "Last heartbeat", "Started"], rows, { id: "runtimes" })
       : el("p", { class: "muted" }, "No live workers."),
     el("h2", {}, "Cron schedules (" + c.schedules.length + ")"),
-    crons.length ? table(["Name", "Schedule", "Queue / kind", "State", "Next fire"], crons, { id: "cron" })
+    crons.length ? table(["Name", "Schedule", "Queue / kind", "State", "Next fire", "Error"], crons, { id: "cron" })
       : el("p", { class: "muted" }, "No schedules.")];
 }
 

@@ -182,6 +182,15 @@ async fn runtimes_and_cron_are_listed() {
     )
     .await
     .unwrap();
+    awa_control::cron::create(
+        &mut conn,
+        &awa_control::cron::Schedule::new("x-broken", "0 3 * * *", "alpha", "report"),
+    )
+    .await
+    .unwrap();
+    awa_control::cron::record_error(&mut conn, "x-broken", "enqueue refused: too big")
+        .await
+        .unwrap();
     drop(conn);
     let app = app(&pool, config(false));
     let runtimes = get(&app, "/api/runtimes", None).await.json();
@@ -191,7 +200,14 @@ async fn runtimes_and_cron_are_listed() {
     let cron = get(&app, "/api/cron", None).await.json();
     assert_eq!(cron["schedules"][0]["name"], "nightly");
     assert_eq!(cron["schedules"][0]["enabled"], true);
-    assert!(cron["schedules"][0]["next_fire"].is_string());
+    // The next fire is the tick, 03:00:00 UTC, to the second.
+    let next = cron["schedules"][0]["next_fire"].as_str().unwrap();
+    assert!(next.ends_with("T03:00:00Z"), "{next}");
+    // A schedule the leader cannot fire says why, and since when.
+    assert!(cron["schedules"][0]["error"].is_null());
+    assert_eq!(cron["schedules"][1]["name"], "x-broken");
+    assert_eq!(cron["schedules"][1]["error"], "enqueue refused: too big");
+    assert!(cron["schedules"][1]["error_since"].is_string());
 }
 
 #[tokio::test]

@@ -142,6 +142,18 @@ async fn every_page_shows_the_database_and_retry_works() {
     )
     .await
     .unwrap();
+    // Two schedules, one of which the leader could not fire.
+    for name in ["nightly", "broken"] {
+        awa_control::cron::create(
+            &mut conn,
+            &awa_control::cron::Schedule::new(name, "0 3 * * *", "alpha", "report"),
+        )
+        .await
+        .unwrap();
+    }
+    awa_control::cron::record_error(&mut conn, "broken", "enqueue refused: too big")
+        .await
+        .unwrap();
     drop(conn);
 
     let mut config = config(true);
@@ -371,6 +383,13 @@ async fn every_page_shows_the_database_and_retry_works() {
     )
     .await;
     assert_eq!(count(&page, "#runtimes tbody tr").await, 1);
+    assert_eq!(count(&page, "#cron tbody tr").await, 2);
+    let why = text(&page, "[data-cron-error=\"broken\"]").await;
+    assert!(
+        why.contains("cannot fire since") && why.contains("too big"),
+        "{why}"
+    );
+    assert_eq!(text(&page, "[data-cron-error=\"nightly\"]").await, "–");
     shoot(&page, "runtimes").await;
 
     sqlx::query("ROLLBACK")

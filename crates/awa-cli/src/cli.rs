@@ -45,6 +45,9 @@ pub struct Cli {
     /// queue, dlq, worker and maint commands follow the routing: new work
     /// goes where the transition state says, reads cover every substrate
     /// it reads. Storage commands take their substrate from here too.
+    /// Commands whose work is database-wide (cron, queue configure, the
+    /// storage transitions, storage status) still refuse a pin that names
+    /// no prepared substrate, before writing anything.
     #[arg(long, global = true, env = "AWA_SCHEMA", value_name = "SCHEMA")]
     pub schema: Option<String>,
 

@@ -51,6 +51,22 @@ pub fn pinned(cli: &crate::cli::Cli) -> Result<Option<SchemaName>, CliError> {
         .transpose()?)
 }
 
+/// The `--schema` / `AWA_SCHEMA` substrate, if one was given, checked to
+/// be a prepared substrate: what every command that does not otherwise
+/// read the routing calls before its first write, so a pin naming nothing
+/// is refused with nothing written (even where the command's work is
+/// database-wide, such as cron schedules and queue settings).
+pub async fn check_pinned(
+    cli: &crate::cli::Cli,
+    conn: &mut PgConnection,
+) -> Result<Option<SchemaName>, CliError> {
+    let pinned = pinned(cli)?;
+    if let Some(schema) = &pinned {
+        require_substrate(conn, schema).await?;
+    }
+    Ok(pinned)
+}
+
 /// Refuse a schema that is not a prepared substrate.
 pub async fn require_substrate(
     conn: &mut PgConnection,
@@ -60,7 +76,9 @@ pub async fn require_substrate(
         Ok(())
     } else {
         Err(CliError::NotFound(format!(
-            "schema {schema} is not a prepared substrate (prepare it with              `awa storage prepare-queue-storage-schema --schema {schema}`, or leave out              --schema / AWA_SCHEMA to follow the storage routing)"
+            "schema {schema} is not a prepared substrate (prepare it with \
+             `awa storage prepare-queue-storage-schema --schema {schema}`, or leave out \
+             --schema / AWA_SCHEMA to follow the storage routing)"
         )))
     }
 }

@@ -100,7 +100,13 @@ CREATE TABLE IF NOT EXISTS awa.cron_jobs (
     last_job_id      bigint,
     last_enqueued_at timestamptz,
     created_at       timestamptz NOT NULL DEFAULT now(),
-    updated_at       timestamptz NOT NULL DEFAULT now()
+    updated_at       timestamptz NOT NULL DEFAULT now(),
+    -- Why the leader could not fire this schedule, while it cannot (a bad
+    -- expression, zone or queue written by SQL, args over max_job_bytes):
+    -- the leader records it, skips the schedule and fires the others
+    -- (cron_record_error.sql); the next fire or a change clears it.
+    error            text,
+    error_since      timestamptz
 );
 
 -- Job identity is database-wide: every substrate draws job ids from this

@@ -1,7 +1,8 @@
 -- {schema}.storage_transfer_in(from, limit): move up to `limit` deferred
 -- jobs (scheduled, retryable, snoozed, released) and up to `limit`
 -- dead-lettered jobs from substrate `from` into this one, in one
--- transaction. Returns how many rows moved.
+-- transaction. Returns how many rows moved. `limit` is 1 to 10000
+-- (awa_core::bounds::MAINT_LIMIT; SQLSTATE 22023 otherwise).
 --
 -- Used while `from` only drains (the old substrate in the mixed phase, a
 -- substrate in awa.storage_draining): the leader's transfer task calls it
@@ -22,15 +23,22 @@ DECLARE
     v_deferred integer;
     v_dead     integer;
 BEGIN
+    IF p_limit IS NULL OR p_limit NOT BETWEEN 1 AND 10000 THEN
+        RAISE EXCEPTION 'storage_transfer_in: limit must be 1 to 10000 (got %)', coalesce(p_limit::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'Rows one maintenance call moves (awa_core::bounds::MAINT_LIMIT); the leader moves 2000 at a time.';
+    END IF;
     IF p_from IS NULL OR to_regnamespace(p_from) = to_regnamespace('{schema}') THEN
         RAISE EXCEPTION 'storage_transfer_in: the source must be another substrate (got %)', coalesce(p_from, 'NULL')
-            USING ERRCODE = 'invalid_parameter_value';
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'Call it on the write substrate, naming a substrate that only drains.';
     END IF;
     IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_class c
                      JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
                     WHERE n.nspname = p_from AND c.relname = 'substrate_info' AND c.relkind = 'r') THEN
         RAISE EXCEPTION 'storage_transfer_in: % is not a substrate', quote_literal(p_from)
-            USING ERRCODE = 'invalid_schema_name';
+            USING ERRCODE = 'invalid_schema_name',
+                  HINT = 'Name a prepared substrate (awa storage status lists them).';
     END IF;
     EXECUTE format($q$
         WITH moved AS (

@@ -5,8 +5,14 @@
 //! (`QueueConfig`, `MaintSettings`, `WorkerConfig`, `SlotCounts`) checks the
 //! same values; the SQL side refuses the stored settings again (CHECK
 //! constraints on `awa.queue_meta` and `{schema}.exec_settings`), so a
-//! raw-SQL caller cannot store a poison value either. When a bound changes
-//! here, change the matching CHECK in the control or exec DDL.
+//! raw-SQL caller cannot store a poison value either, and every runtime
+//! function the runtime role may EXECUTE refuses an argument outside these
+//! bounds with SQLSTATE 22023 and a hint before it writes anything (limits,
+//! intervals, slots, priorities, delays, error text: each function's header
+//! says which). When a bound changes here, change the matching CHECK in the
+//! control or exec DDL and the functions that name it;
+//! `awa-maint/tests/sql_bounds.rs` calls every runtime function at each
+//! bound and just outside it.
 //!
 //! Results a handler hands back (error text, retry and snooze delays) are
 //! not refused but clamped, because refusing them would leave the attempt
@@ -165,6 +171,16 @@ pub const LIST_LIMIT: CountBound = CountBound {
     hint: "narrow the list with --queue or --state",
 };
 
+/// Rows one maintenance call moves (`deferred_promote`, `rescue_stale`,
+/// `ready_relocate`, `exec_park`, `storage_transfer_in`): the leader uses
+/// 1000 to 2000; a larger call only holds its locks longer.
+pub const MAINT_LIMIT: CountBound = CountBound {
+    what: "maintenance batch limit",
+    min: 1,
+    max: 10_000,
+    hint: "rows one maintenance call moves; call again for more",
+};
+
 /// Slots of one ring. Fewer than 4 leaves no room between the slot being
 /// written, the ones draining and the one being reclaimed; more than 256
 /// only multiplies catalog entries and planning time. The substrate
@@ -216,6 +232,16 @@ pub const ROTATE_INTERVAL: DurationBound = DurationBound {
     min: Duration::from_millis(10),
     max: days(1),
     hint: "use e.g. 30s (the default) or 200ms for tests",
+};
+
+/// How long a prune step waits for the locks of the slot it truncates.
+/// Writers of the ring queue behind the lock request while it waits, so it
+/// must be short; zero would mean no timeout at all.
+pub const PRUNE_LOCK_TIMEOUT: DurationBound = DurationBound {
+    what: "prune lock timeout",
+    min: Duration::from_millis(1),
+    max: Duration::from_secs(10),
+    hint: "writers queue behind the truncation's lock request; the leader uses 200ms",
 };
 
 /// How long an attempt may go without a heartbeat before maintenance
@@ -322,6 +348,7 @@ mod tests {
             CLAIM_BATCH,
             ENQUEUE_COUNT,
             LIST_LIMIT,
+            MAINT_LIMIT,
             SLOT_COUNT,
         ] {
             assert!(b.check(b.min - 1).is_err(), "{} min-1", b.what);
@@ -340,6 +367,7 @@ mod tests {
             DLQ_RETENTION,
             ROTATE_INTERVAL,
             RESCUE_AFTER,
+            PRUNE_LOCK_TIMEOUT,
             SHUTDOWN_GRACE,
             POLL_INTERVAL,
             HEARTBEAT_INTERVAL,

@@ -14,6 +14,10 @@
 -- dropping the key would silently drop the job's uniqueness: the entry is
 -- kept instead, for the operator to retry after that job finishes, or to
 -- purge.
+--
+-- The selection is one job (job_id, all false; queue NULL) or all of them
+-- (job_id NULL, all true; optionally of one queue); anything else is
+-- refused (SQLSTATE 22023), as the CLI refuses it.
 CREATE OR REPLACE FUNCTION {schema}.dlq_retry(p_job_id bigint, p_queue text, p_all boolean)
 RETURNS TABLE (job_id bigint, unique_key text, held_by bigint)
 LANGUAGE plpgsql AS $fn$
@@ -23,6 +27,11 @@ DECLARE
     v_keys   text[];
     v_owners bigint[];
 BEGIN
+    IF p_all IS NULL OR p_all = (p_job_id IS NOT NULL) OR (p_job_id IS NOT NULL AND p_queue IS NOT NULL) THEN
+        RAISE EXCEPTION 'dlq_retry: name one job (job_id, all = false) or all of them (job_id NULL, all = true, optionally a queue)'
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'awa dlq retry --id ID, or --all [--queue Q].';
+    END IF;
     -- Lock the selection: a concurrent retry or purge of an entry waits,
     -- then finds it gone.
     SELECT coalesce(array_agg(s.job_id ORDER BY s.dead_at, s.job_id), '{}'),

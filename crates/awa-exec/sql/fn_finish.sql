@@ -46,6 +46,12 @@
 -- plus one count delta per (slot, queue, state). Retries past
 -- max_attempts fail (or dead-letter); snooze and release do not count the
 -- attempt.
+--
+-- Bounds (SQLSTATE 22023, before anything is read or written; the Rust
+-- side clamps what handlers return to the same): arrays of one length, an
+-- outcome from the list above, a delay NULL or 0 to 30 days
+-- (awa_core::bounds::MAX_HANDLER_DELAY), an error NULL or at most 8 KiB
+-- (MAX_ERROR_BYTES).
 CREATE OR REPLACE FUNCTION {schema}.finish_pass(
     p_job_ids     bigint[],
     p_run_leases  bigint[],
@@ -59,11 +65,28 @@ CREATE OR REPLACE FUNCTION {schema}.finish_pass(
 LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $fn$
 #variable_conflict use_column
 BEGIN
+    IF array_length(p_run_leases, 1) IS DISTINCT FROM array_length(p_job_ids, 1)
+       OR array_length(p_claim_slots, 1) IS DISTINCT FROM array_length(p_job_ids, 1)
+       OR array_length(p_batch_ids, 1) IS DISTINCT FROM array_length(p_job_ids, 1)
+       OR array_length(p_items, 1) IS DISTINCT FROM array_length(p_job_ids, 1)
+       OR array_length(p_outcomes, 1) IS DISTINCT FROM array_length(p_job_ids, 1)
+       OR array_length(p_delays, 1) IS DISTINCT FROM array_length(p_job_ids, 1)
+       OR array_length(p_errors, 1) IS DISTINCT FROM array_length(p_job_ids, 1) THEN
+        RAISE EXCEPTION 'finish arrays differ in length' USING ERRCODE = 'invalid_parameter_value',
+              HINT = 'Send one element per attempt in every array.';
+    END IF;
     IF EXISTS (SELECT 1 FROM unnest(p_outcomes) o
                 WHERE o IS NULL OR o NOT IN ('complete', 'retry', 'snooze', 'cancel', 'fail', 'release', 'rescue')) THEN
         RAISE EXCEPTION 'unknown finish outcome in %', p_outcomes
             USING ERRCODE = 'invalid_parameter_value',
                   HINT = 'Use complete, retry, snooze, cancel, fail, release or rescue.';
+    END IF;
+    IF EXISTS (SELECT 1 FROM unnest(p_delays, p_errors) AS x(delay, error)
+                WHERE x.delay NOT BETWEEN interval '0' AND interval '30 days'
+                   OR octet_length(x.error) > 8192) THEN
+        RAISE EXCEPTION 'finish: a delay is outside 0 to 30 days, or an error is longer than 8192 bytes'
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'Clamp retry and snooze delays to 30 days and cut error text to 8 KiB (awa_core::bounds::handler_delay, error_text).';
     END IF;
 
     RETURN QUERY

@@ -44,7 +44,11 @@
 --   ring_ledger               SI    rotate appends generation + 1 (the
 --                                   primary key is the compare-and-swap);
 --                                   every writer reads its current slot.
---                                   Never U/D: the ledger is append-only
+--                                   Never U/D: the ledger is append-only,
+--                                   and its trigger (ring_ledger_chain)
+--                                   accepts only a row ring_rotate would
+--                                   write: the next slot, dated now(), off
+--                                   a fresh slot onto an empty one
 --   ring_retirements          SID   prune: retire marker, dropped after
 --                                   truncate or un-retire; terminal_jobs
 --   ring_outcomes             SIU   rotate/prune outcome upsert; status
@@ -93,7 +97,10 @@
 -- templates in awa.substrate_functions define) and on nothing else: the
 -- installers (awa.install_*), this function and any other function in
 -- schema awa or the substrate are revoked from the role and from PUBLIC
--- (PostgreSQL grants EXECUTE to PUBLIC by default).
+-- (PostgreSQL grants EXECUTE to PUBLIC by default). Each runtime function
+-- refuses arguments outside awa_core::bounds itself (SQLSTATE 22023, before
+-- it writes anything), since the role may call any of them by hand
+-- (tests/sql_bounds.rs).
 -- Schemas: USAGE on awa and the substrate; never CREATE.
 --
 -- Every relation of schema awa and of the substrate must be classified

@@ -11,6 +11,19 @@ use sqlx::{ConnectOptions, Connection, PgConnection};
 use std::str::FromStr;
 use std::time::Duration;
 
+/// The shortest rotate interval prune accepts; the tests that prune at
+/// once also keep no history (`keep_no_history`).
+const ROTATE: Duration = awa_core::bounds::ROTATE_INTERVAL.min;
+
+/// As the owner: keep no terminal history in substrate `awa`, so a sealed
+/// queue slot may be retired as soon as it is sealed.
+async fn keep_no_history(admin: &mut PgConnection) {
+    sqlx::query("UPDATE awa.substrate_info SET history_retention = interval '0'")
+        .execute(admin)
+        .await
+        .unwrap();
+}
+
 #[tokio::test]
 async fn the_job_path_and_reclamation_run_under_the_runtime_role() {
     let db = awa_maint::migrated_test_db().await.unwrap();
@@ -25,6 +38,7 @@ async fn the_job_path_and_reclamation_run_under_the_runtime_role() {
     awa_maint::substrate::grant_runtime_role(&mut admin, &role, &SchemaName::default_schema())
         .await
         .unwrap();
+    keep_no_history(&mut admin).await;
     let err = awa_maint::substrate::grant_runtime_role(
         &mut admin,
         "no_such_role_anywhere",
@@ -82,12 +96,7 @@ async fn the_job_path_and_reclamation_run_under_the_runtime_role() {
     ));
     assert_eq!(
         rings
-            .prune(
-                &mut rt,
-                Ring::Queue,
-                Duration::from_millis(200),
-                Duration::ZERO
-            )
+            .prune(&mut rt, Ring::Queue, Duration::from_millis(200), ROTATE)
             .await
             .unwrap(),
         PruneOutcome::Retired { slot: 0 }
@@ -95,12 +104,7 @@ async fn the_job_path_and_reclamation_run_under_the_runtime_role() {
     // Without pg_read_all_stats the snapshot horizon cannot be proven.
     assert!(matches!(
         rings
-            .prune(
-                &mut rt,
-                Ring::Queue,
-                Duration::from_millis(200),
-                Duration::ZERO
-            )
+            .prune(&mut rt, Ring::Queue, Duration::from_millis(200), ROTATE)
             .await
             .unwrap(),
         PruneOutcome::HorizonUnknown { slot: 0, .. }
@@ -113,12 +117,7 @@ async fn the_job_path_and_reclamation_run_under_the_runtime_role() {
     .unwrap();
     assert_eq!(
         rings
-            .prune(
-                &mut rt,
-                Ring::Queue,
-                Duration::from_millis(200),
-                Duration::ZERO
-            )
+            .prune(&mut rt, Ring::Queue, Duration::from_millis(200), ROTATE)
             .await
             .unwrap(),
         PruneOutcome::Pruned { slot: 0 }
@@ -305,6 +304,115 @@ async fn regression_the_runtime_role_cannot_lock_everyone_out() {
     }
     rt.close().await.unwrap();
     drop_role(&mut admin, &role).await;
+}
+
+/// The ledger as it stands: (ring, generation, slot, rotated_at).
+async fn ledger(
+    conn: &mut PgConnection,
+    schema: &str,
+) -> Vec<(String, i64, i32, chrono::DateTime<chrono::Utc>)> {
+    sqlx::query_as(sqlx::AssertSqlSafe(format!(
+        "SELECT ring, generation, slot, rotated_at FROM {} ORDER BY 1, 2",
+        ident(schema) + ".ring_ledger"
+    )))
+    .fetch_all(conn)
+    .await
+    .unwrap()
+}
+
+#[tokio::test]
+async fn regression_the_runtime_role_cannot_forge_a_rotation() {
+    let db = awa_maint::migrated_test_db().await.unwrap();
+    let (role, options) = login_role(&db, "rt").await;
+    let mut admin = PgConnection::connect(db.url()).await.unwrap();
+    let shape = custom_shape("side");
+    awa_maint::substrate::prepare(&mut admin, &shape, false)
+        .await
+        .unwrap();
+    awa_maint::substrate::grant_runtime_role(&mut admin, &role, &shape.schema)
+        .await
+        .unwrap();
+    let mut rt = options.connect().await.unwrap();
+    let ready = PgReadyPlane::new(shape.schema.clone());
+    let rings = PgRings::new(shape.schema.clone());
+    let q = QueueName::new("forge").unwrap();
+    let forged = |generation: i64, slot: i32, at: &str| {
+        format!(
+            "INSERT INTO side.ring_ledger (ring, generation, slot, rotated_at, rotated_by)
+             VALUES ('queue', {generation}, {slot}, {at}, 'forger')"
+        )
+    };
+    let refused = async |rt: &mut PgConnection, sql: &str, why: &str| {
+        let before = ledger(&mut admin_conn(db.url()).await, "side").await;
+        let err = sqlx::raw_sql(sqlx::AssertSqlSafe(sql.to_string()))
+            .execute(&mut *rt)
+            .await
+            .expect_err(sql);
+        assert!(
+            matches!(sqlstate(&err).as_deref(), Some("23514" | "42501")),
+            "{why}: {sql}: {err}"
+        );
+        assert_eq!(
+            ledger(&mut admin_conn(db.url()).await, "side").await,
+            before,
+            "{why}: the ledger changed"
+        );
+    };
+    // Something written in the current slot, so a rotation is due.
+    ready
+        .enqueue(
+            &mut rt,
+            &[NewJob::new(q.clone(), "t", serde_json::json!({}))],
+        )
+        .await
+        .unwrap();
+    // The reported attack: the right next slot, sealed in 1970, which
+    // ends the sealed slot's history retention at once.
+    refused(
+        &mut rt,
+        &forged(1, 1, "'1970-01-01'"),
+        "a rotation in the past",
+    )
+    .await;
+    refused(
+        &mut rt,
+        &forged(1, 1, "now() + interval '1 day'"),
+        "a rotation in the future",
+    )
+    .await;
+    // Walk the ring round (through ring_rotate) until the next slot is the
+    // first one, which still holds a waiting job.
+    for _ in 0..3 {
+        assert!(matches!(
+            rings.rotate(&mut rt, Ring::Queue, "rt").await.unwrap(),
+            RotateOutcome::Rotated { .. }
+        ));
+        ready
+            .enqueue(
+                &mut rt,
+                &[NewJob::new(q.clone(), "t", serde_json::json!({}))],
+            )
+            .await
+            .unwrap();
+    }
+    assert!(matches!(
+        rings.rotate(&mut rt, Ring::Queue, "rt").await.unwrap(),
+        RotateOutcome::IncomingNotEmpty { .. }
+    ));
+    // Rotating onto live data, at the right time, is refused as
+    // ring_rotate refuses it.
+    refused(
+        &mut rt,
+        &forged(4, 0, "now()"),
+        "a rotation onto a live slot",
+    )
+    .await;
+    rt.close().await.unwrap();
+    drop_role(&mut admin, &role).await;
+}
+
+async fn admin_conn(url: &str) -> PgConnection {
+    PgConnection::connect(url).await.unwrap()
 }
 
 /// What the runtime role may do, relation by relation: the specification
@@ -699,6 +807,7 @@ async fn every_runtime_path_works_under_the_runtime_role() {
     .execute(&mut admin)
     .await
     .unwrap();
+    keep_no_history(&mut admin).await;
     let q = QueueName::new("paths").unwrap();
     // Queue settings are the owner's to change.
     PgControlPlane
@@ -817,8 +926,14 @@ async fn every_runtime_path_works_under_the_runtime_role() {
             .as_deref(),
         Some("running")
     );
+    // (Abandoned a day ago, as far as rescue can tell: the owner moves
+    // its claim back; rescue refuses a bound under RESCUE_AFTER's 1 s.)
+    sqlx::query("UPDATE awa.claim_batches SET claimed_at = claimed_at - interval '1 day'")
+        .execute(&mut admin)
+        .await
+        .unwrap();
     assert_eq!(
-        exec.rescue_stale(&mut rt, Duration::ZERO, 10)
+        exec.rescue_stale(&mut rt, awa_core::bounds::RESCUE_AFTER.min, 10)
             .await
             .unwrap(),
         1
@@ -961,7 +1076,7 @@ async fn every_runtime_path_works_under_the_runtime_role() {
     for ring in [Ring::Queue, Ring::Claim, Ring::Lease] {
         rings.rotate(&mut rt, ring, "rt").await.unwrap();
         rings
-            .prune(&mut rt, ring, Duration::from_millis(200), Duration::ZERO)
+            .prune(&mut rt, ring, Duration::from_millis(200), ROTATE)
             .await
             .unwrap();
     }
@@ -1004,6 +1119,7 @@ async fn evacuation_runs_under_the_runtime_role() {
     awa_maint::substrate::grant_runtime_role(&mut admin, &role, &schema)
         .await
         .unwrap();
+    keep_no_history(&mut admin).await;
     sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
         "GRANT pg_read_all_stats TO {role}"
     )))
@@ -1055,7 +1171,7 @@ async fn evacuation_runs_under_the_runtime_role() {
             for _ in 0..4 {
                 outcomes.push(
                     rings
-                        .prune(&mut rt, ring, Duration::from_millis(200), Duration::ZERO)
+                        .prune(&mut rt, ring, Duration::from_millis(200), ROTATE)
                         .await
                         .unwrap(),
                 );

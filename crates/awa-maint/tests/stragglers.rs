@@ -10,7 +10,10 @@ use sqlx::{Connection, PgPool};
 use std::time::Duration;
 
 mod common;
-use common::{TERMINAL_FACTS, claim_all, enqueue_jobs, finish_batch, schema, setup};
+use common::{
+    ROTATE, TERMINAL_FACTS, claim_all, enqueue_jobs, finish_batch, keep_no_history,
+    make_attempts_stale, schema, setup,
+};
 
 const LOCK_TIMEOUT: Duration = Duration::from_millis(100);
 
@@ -51,12 +54,13 @@ async fn prune(pool: &PgPool, ring: Ring, rotate_interval: Duration) -> PruneOut
 /// One maintenance pass with history retention 0: rotate every ring, then
 /// prune each until it settles. Returns every prune outcome.
 async fn maintain(pool: &PgPool) -> Vec<PruneOutcome> {
+    keep_no_history(pool).await;
     let mut seen = Vec::new();
     for ring in Ring::ALL {
         let mut conn = pool.acquire().await.unwrap();
         rings().rotate(&mut conn, ring, "test").await.unwrap();
         for _ in 0..8 {
-            let o = prune(pool, ring, Duration::ZERO).await;
+            let o = prune(pool, ring, ROTATE).await;
             let more = matches!(
                 o,
                 PruneOutcome::Retired { .. } | PruneOutcome::Pruned { .. }
@@ -312,8 +316,9 @@ async fn a_parked_attempt_that_stops_heartbeating_is_rescued_and_its_writer_reje
     );
     let exec = PgExecPlane::new(schema());
     let mut conn = pool.acquire().await.unwrap();
+    make_attempts_stale(&pool).await;
     assert_eq!(
-        exec.rescue_stale(&mut conn, Duration::ZERO, 100)
+        exec.rescue_stale(&mut conn, awa_core::bounds::RESCUE_AFTER.min, 100)
             .await
             .unwrap(),
         1
@@ -385,7 +390,7 @@ async fn terminal_history_is_kept_for_its_retention() {
     retention(&mut conn, Some(Duration::from_secs(3600)))
         .await
         .unwrap();
-    let o = prune(&pool, Ring::Queue, Duration::ZERO).await;
+    let o = prune(&pool, Ring::Queue, ROTATE).await;
     assert!(matches!(o, PruneOutcome::Retained { slot: 0, .. }), "{o:?}");
     let kept = count(
         &pool,
@@ -398,7 +403,7 @@ async fn terminal_history_is_kept_for_its_retention() {
 
     // Retention 0: the slot goes, and the horizon says so.
     retention(&mut conn, Some(Duration::ZERO)).await.unwrap();
-    let o = prune(&pool, Ring::Queue, Duration::ZERO).await;
+    let o = prune(&pool, Ring::Queue, ROTATE).await;
     assert!(matches!(o, PruneOutcome::Retired { slot: 0 }), "{o:?}");
     assert!(history.job(&mut conn, ids[0]).await.unwrap().is_none());
     let horizon = history.horizon(&mut conn).await.unwrap().expect("pruned");
@@ -413,6 +418,7 @@ async fn terminal_history_is_kept_for_its_retention() {
 #[tokio::test]
 async fn two_pruners_racing_for_one_slot_is_an_outcome_not_an_error() {
     let (db, pool) = setup().await;
+    keep_no_history(&pool).await;
     enqueue(&pool, "r", 1).await;
     let jobs = claim_all(&pool, "r", 1, 1).await;
     finish(&pool, &jobs, Finish::Complete).await;
@@ -427,13 +433,13 @@ async fn two_pruners_racing_for_one_slot_is_an_outcome_not_an_error() {
     let mut a = sqlx::PgConnection::connect(db.url()).await.unwrap();
     let mut tx = a.begin().await.unwrap();
     let first = rings()
-        .prune(&mut tx, Ring::Queue, LOCK_TIMEOUT, Duration::ZERO)
+        .prune(&mut tx, Ring::Queue, LOCK_TIMEOUT, ROTATE)
         .await
         .unwrap();
     assert_eq!(first, PruneOutcome::Retired { slot: 0 });
     let racer = {
         let pool = pool.clone();
-        tokio::spawn(async move { prune(&pool, Ring::Queue, Duration::ZERO).await })
+        tokio::spawn(async move { prune(&pool, Ring::Queue, ROTATE).await })
     };
     tokio::time::sleep(Duration::from_millis(300)).await;
     tx.commit().await.unwrap();
@@ -448,7 +454,7 @@ async fn two_pruners_racing_for_one_slot_is_an_outcome_not_an_error() {
     // then must find the slot no longer retired rather than truncate again.
     let mut tx = a.begin().await.unwrap();
     let first = rings()
-        .prune(&mut tx, Ring::Queue, LOCK_TIMEOUT, Duration::ZERO)
+        .prune(&mut tx, Ring::Queue, LOCK_TIMEOUT, ROTATE)
         .await
         .unwrap();
     assert_eq!(first, PruneOutcome::Pruned { slot: 0 });
@@ -457,12 +463,7 @@ async fn two_pruners_racing_for_one_slot_is_an_outcome_not_an_error() {
         tokio::spawn(async move {
             let mut conn = pool.acquire().await.unwrap();
             rings()
-                .prune(
-                    &mut conn,
-                    Ring::Queue,
-                    Duration::from_secs(10),
-                    Duration::ZERO,
-                )
+                .prune(&mut conn, Ring::Queue, Duration::from_secs(10), ROTATE)
                 .await
                 .unwrap()
         })

@@ -26,6 +26,11 @@
 --   this on the substrate that receives writes; PgReadyPlane pinned to a
 --   schema calls this directly.
 --
+-- * bounds (awa_core::bounds), checked before anything is written or an
+--   id drawn, with the SQLSTATEs of the producer contract
+--   (docs/sql-producer.md): a NULL queue, kind, args or priority 23502; a
+--   priority outside 1..4 or max attempts outside 1..1000 23514.
+--
 -- Returns one row per input element, in input order.
 CREATE OR REPLACE FUNCTION {schema}.enqueue_local(
     p_queues       text[],
@@ -48,6 +53,7 @@ DECLARE
     v_limit     integer;
     v_big_ord   bigint;
     v_big_bytes bigint;
+    v_bad       text;
     a_ids bigint[]; a_queues text[]; a_priorities smallint[]; a_kinds text[]; a_args jsonb[];
     a_max integer[]; a_run_at timestamptz[]; a_keys text[]; a_meta jsonb[];
 BEGIN
@@ -58,7 +64,30 @@ BEGIN
        OR array_length(p_priorities, 1) IS DISTINCT FROM v_n OR array_length(p_run_at, 1) IS DISTINCT FROM v_n
        OR array_length(p_max_attempts, 1) IS DISTINCT FROM v_n OR array_length(p_unique_keys, 1) IS DISTINCT FROM v_n
        OR array_length(p_metadata, 1) IS DISTINCT FROM v_n THEN
-        RAISE EXCEPTION 'enqueue arrays differ in length' USING ERRCODE = 'invalid_parameter_value';
+        RAISE EXCEPTION 'enqueue arrays differ in length' USING ERRCODE = 'invalid_parameter_value',
+              HINT = 'Send one element per job in every array.';
+    END IF;
+    -- The bounds, before any id is drawn (sequences do not roll back).
+    SELECT b.ord, b.what INTO v_big_ord, v_bad
+      FROM (SELECT i.ord,
+                   CASE WHEN i.q IS NULL THEN 'queue' WHEN i.k IS NULL THEN 'kind'
+                        WHEN i.a IS NULL THEN 'args' WHEN i.p IS NULL THEN 'priority'
+                        WHEN i.p NOT BETWEEN 1 AND 4 THEN 'priority ' || i.p
+                        WHEN i.m NOT BETWEEN 1 AND 1000 THEN 'max attempts ' || i.m END AS what
+              FROM unnest(p_queues, p_kinds, p_args, p_priorities, p_max_attempts)
+                   WITH ORDINALITY AS i(q, k, a, p, m, ord)) b
+     WHERE b.what IS NOT NULL
+     ORDER BY b.ord
+     LIMIT 1;
+    IF FOUND AND v_bad IN ('queue', 'kind', 'args', 'priority') THEN
+        RAISE EXCEPTION 'job % of this enqueue has no %', v_big_ord, v_bad
+            USING ERRCODE = 'not_null_violation',
+                  HINT = 'Every job needs a queue, a kind, args (any JSON) and a priority (1 to 4).';
+    ELSIF FOUND THEN
+        RAISE EXCEPTION 'job % of this enqueue has % (priority is 1 to 4, max attempts 1 to 1000)',
+                        v_big_ord, v_bad
+            USING ERRCODE = 'check_violation',
+                  HINT = 'Send a priority of 1 (lowest) to 4 (highest) and max attempts of 1 to 1000, or NULL for the queue''s default.';
     END IF;
 
     -- The size limit. Rendering to text costs, so only values whose stored

@@ -35,6 +35,10 @@
 -- not hold this queue back. (Producers in prepared two-phase transactions
 -- hold their locks without a backend and are not recognised: do not
 -- enqueue inside PREPARE TRANSACTION.)
+--
+-- Bounds (SQLSTATE 22023): limit within awa_core::bounds::CLAIM_BATCH (1
+-- to 1024); aging NULL (off) or within PRIORITY_AGING_STORED (1 ms to 30
+-- days): a zero interval would divide by zero.
 CREATE OR REPLACE FUNCTION {schema}.ready_take(
     p_queue     text,
     p_limit     integer,
@@ -55,6 +59,16 @@ DECLARE
     v_prios    smallint[];
     v_shards   smallint[];
 BEGIN
+    IF p_limit IS NULL OR p_limit NOT BETWEEN 1 AND 1024 THEN
+        RAISE EXCEPTION 'claim limit must be 1 to 1024 (got %)', coalesce(p_limit::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'Claim at most a claim batch (awa_core::bounds::CLAIM_BATCH) per call.';
+    END IF;
+    IF p_aging NOT BETWEEN interval '1 millisecond' AND interval '30 days' THEN
+        RAISE EXCEPTION 'priority aging must be 1ms to 30days, or NULL for none (got %)', p_aging
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'A waiting job gains one priority step per this interval (awa queue configure --priority-aging).';
+    END IF;
     SELECT s.last_value INTO v_seq FROM {schema}.ready_seq s;
     -- Nothing visible past any lane head: return at once, keeping the old
     -- candidate. No xid is assigned, so an idle poll commits nothing (no

@@ -41,7 +41,8 @@ DECLARE
     v_round  integer := 0;
 BEGIN
     IF cardinality(p_keys) IS DISTINCT FROM cardinality(p_job_ids) THEN
-        RAISE EXCEPTION 'unique_take arrays differ in length' USING ERRCODE = 'invalid_parameter_value';
+        RAISE EXCEPTION 'unique_take arrays differ in length' USING ERRCODE = 'invalid_parameter_value',
+              HINT = 'Send one key (or NULL) per job id.';
     END IF;
     -- NULL = not settled yet; keyless elements own themselves.
     v_owners := ARRAY(SELECT CASE WHEN k.key IS NULL THEN k.id END

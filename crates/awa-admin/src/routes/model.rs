@@ -127,6 +127,11 @@ pub struct CronEntry {
     pub last_tick: Option<DateTime<Utc>>,
     pub next_fire: Option<DateTime<Utc>>,
     pub last_job_id: Option<i64>,
+    /// Why the maintenance leader cannot fire this schedule (it skips it
+    /// and fires the others), while it cannot; null once it fires again.
+    pub error: Option<String>,
+    /// Since when `error` has held.
+    pub error_since: Option<DateTime<Utc>>,
 }
 
 #[derive(Debug, serde::Serialize, utoipa::ToSchema)]

@@ -63,6 +63,8 @@ pub async fn cron(State(state): State<AppState>) -> Result<Json<CronList>, ApiEr
             enabled: s.enabled,
             last_tick: s.last_tick,
             last_job_id: s.last_job_id,
+            error: s.error,
+            error_since: s.error_since,
         })
         .collect();
     Ok(Json(CronList { schedules }))

@@ -113,6 +113,8 @@ async fn configure(cli: &Cli, args: &ConfigureArgs) -> Result<(), CliError> {
     let config = queue_config(args)?;
     let url = db::require_url(&cli.database_url)?;
     let mut conn = db::connect_migrated(url).await?;
+    // Queue settings are database-wide; a pin must still name a substrate.
+    db::check_pinned(cli, &mut conn).await?;
     let settings = config.apply(&mut conn, &queue).await?;
     output::emit(cli.json, &settings, || settings_text(&settings));
     Ok(())

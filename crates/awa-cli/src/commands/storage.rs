@@ -34,6 +34,7 @@ async fn transition_prepare(cli: &Cli, args: &TransitionPrepareArgs) -> Result<(
     let target = SchemaName::new(args.target_schema.clone())?;
     let url = db::require_url(&cli.database_url)?;
     let mut conn = db::connect_migrated(url).await?;
+    db::check_pinned(cli, &mut conn).await?;
     let outcome = transition::prepare(&mut conn, &target).await?;
     report_step(cli, &outcome);
     Ok(())
@@ -42,6 +43,7 @@ async fn transition_prepare(cli: &Cli, args: &TransitionPrepareArgs) -> Result<(
 async fn step(cli: &Cli, step: Step) -> Result<(), CliError> {
     let url = db::require_url(&cli.database_url)?;
     let mut conn = db::connect_migrated(url).await?;
+    db::check_pinned(cli, &mut conn).await?;
     let outcome = match step {
         Step::EnterMixed => transition::enter_mixed(&mut conn).await?,
         Step::Finalize => transition::finalize(&mut conn).await?,
@@ -58,16 +60,21 @@ fn report_step(cli: &Cli, outcome: &transition::StepOutcome) {
         let active = &outcome.active_schema;
         match outcome.step {
             Step::Prepare => format!(
-                "prepared the move from {active} to {target}: nothing moves yet; runtimes register                  {target} within a second. Next: awa storage enter-mixed-transition"
+                "prepared the move from {active} to {target}: nothing moves yet; runtimes register \
+                 {target} within a second. Next: awa storage enter-mixed-transition"
             ),
             Step::EnterMixed => format!(
-                "mixed: new work goes to {target}; workers claim from {active} and {target}, and                  {active} only drains. Next, once `awa storage status` shows no backlog in                  {active}: awa storage finalize"
+                "mixed: new work goes to {target}; workers claim from {active} and {target}, and \
+                 {active} only drains. Next, once `awa storage status` shows no backlog in \
+                 {active}: awa storage finalize"
             ),
             Step::Finalize => format!(
-                "finalized: {active} is the active substrate; the old one is kept read-only for                  its history (drop it with awa --schema NAME storage drop-substrate --yes)"
+                "finalized: {active} is the active substrate; the old one is kept read-only for \
+                 its history (drop it with awa --schema NAME storage drop-substrate --yes)"
             ),
             Step::Abort => format!(
-                "aborted: new work goes to {active} again; anything already in the target keeps                  running there until it drains"
+                "aborted: new work goes to {active} again; anything already in the target keeps \
+                 running there until it drains"
             ),
         }
     });
@@ -91,6 +98,7 @@ async fn drop_substrate(cli: &Cli, args: &DropSubstrateArgs) -> Result<(), CliEr
     }
     let url = db::require_url(&cli.database_url)?;
     let mut conn = db::connect_migrated(url).await?;
+    db::require_substrate(&mut conn, &schema).await?;
     substrate::drop_unused(&mut conn, &schema).await?;
     let value = serde_json::json!({ "schema": schema, "dropped": true });
     output::emit(cli.json, &value, || format!("substrate {schema} dropped"));
@@ -125,11 +133,7 @@ async fn configure(cli: &Cli, args: &StorageConfigureArgs) -> Result<(), CliErro
     settings.validate()?;
     let url = db::require_url(&cli.database_url)?;
     let mut conn = db::connect_migrated(url).await?;
-    if !substrate::is_substrate(&mut conn, &schema).await? {
-        return Err(CliError::NotFound(format!(
-            "schema {schema} is not a prepared substrate; prepare it first with awa storage prepare-queue-storage-schema"
-        )));
-    }
+    db::require_substrate(&mut conn, &schema).await?;
     let applied = settings.apply(&mut conn, &schema).await?;
     let value = serde_json::json!({
         "schema": schema,
@@ -160,7 +164,8 @@ async fn grant(cli: &Cli, args: &GrantArgs) -> Result<(), CliError> {
         ));
     }
     let url = db::require_url(&cli.database_url)?;
-    let mut conn = db::connect(url).await?;
+    let mut conn = db::connect_migrated(url).await?;
+    db::require_substrate(&mut conn, &schema).await?;
     substrate::grant_runtime_role(&mut conn, &args.role, &schema).await?;
     let value = serde_json::json!({ "role": args.role, "schema": schema, "granted": true });
     output::emit(cli.json, &value, || {
@@ -222,6 +227,8 @@ async fn status(cli: &Cli, args: &StorageStatusArgs) -> Result<(), CliError> {
         }
         .into());
     }
+    // Status covers every substrate; a pin must still name one.
+    db::check_pinned(cli, &mut conn).await?;
     let alert = status
         .maintenance
         .pinned_snapshot

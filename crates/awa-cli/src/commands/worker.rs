@@ -65,6 +65,12 @@ async fn run_worker(cli: &Cli, args: &WorkerRunArgs) -> Result<(), CliError> {
         None => None,
     };
 
+    // The pinned substrate must exist before anything is written: a
+    // registration left behind by a refused start holds finalize back.
+    if let Some(schema) = &pinned {
+        let mut conn = pool.acquire().await?;
+        db::require_substrate(&mut conn, schema).await?;
+    }
     let registration = awa_control::runtimes::Registration::start(
         &pool,
         &awa_control::runtimes::RuntimeInfo {
@@ -79,7 +85,6 @@ async fn run_worker(cli: &Cli, args: &WorkerRunArgs) -> Result<(), CliError> {
     let routing = match &pinned {
         Some(schema) => {
             let mut conn = pool.acquire().await?;
-            db::require_substrate(&mut conn, schema).await?;
             let fixed = awa_control::routing::fixed(schema.clone());
             awa_control::routing::register_backends(&mut conn, config.instance_id, &fixed.borrow())
                 .await?;

@@ -102,6 +102,14 @@ pub fn spawn_awa(url: &str, args: &[&str]) -> Running {
     Running::start(cmd)
 }
 
+/// `awa ARGS...` started in the background with `vars` set in its
+/// environment (and no `--database-url` unless ARGS has one).
+pub fn spawn_awa_env(vars: &[(&str, &str)], args: &[&str]) -> Running {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_awa"));
+    cmd.envs(vars.iter().copied()).args(args);
+    Running::start(cmd)
+}
+
 pub struct Running {
     child: Child,
     args: Vec<String>,
