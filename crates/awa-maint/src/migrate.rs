@@ -182,12 +182,13 @@ pub async fn check_compatible(conn: &mut PgConnection) -> Result<Option<i32>, Ma
 ///
 /// `database_url` is read as [`awa_core::conninfo::connect_options`] says:
 /// a `postgres://` or `postgresql://` URL whose `sslmode` and `sslrootcert`
-/// behave as in libpq.
+/// behave as in libpq, and whose host list is tried in order
+/// ([`crate::connect`]).
 pub async fn migrate(database_url: &str) -> Result<MigrateReport, MaintError> {
     // A dedicated connection: the session lock must not travel back into a
     // pool while held.
-    let options = awa_core::conninfo::connect_options(database_url)?;
-    let mut conn = PgConnection::connect_with(&options).await?;
+    let info = awa_core::conninfo::connect_options(database_url)?;
+    let mut conn = crate::connect::connect(&info).await?;
     sqlx::query(include_str!("../sql/migration_lock.sql"))
         .execute(&mut conn)
         .await?;
