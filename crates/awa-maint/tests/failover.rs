@@ -25,7 +25,11 @@ const PATIENCE: Duration = Duration::from_secs(60);
 /// backup) and a streaming standby of it; `None` where the only server
 /// is DATABASE_URL's (a standby needs a local cluster).
 async fn pair(synchronous: bool) -> Option<(PgServer, PgServer)> {
-    let options = ClusterOptions::for_tests()
+    pair_with(synchronous, ClusterOptions::for_tests()).await
+}
+
+async fn pair_with(synchronous: bool, options: ClusterOptions) -> Option<(PgServer, PgServer)> {
+    let options = options
         .setting("synchronous_commit", "on")
         .setting("full_page_writes", "on");
     let primary = match PgServer::start(options).await {
@@ -311,5 +315,54 @@ async fn sessions_on_a_server_that_stopped_qualifying_are_not_handed_out() {
         let state = connect::session_state(&mut conn).await.unwrap();
         assert!(!state.read_only, "a session that takes writes");
     }
+    pool.close().await;
+}
+
+/// A leader candidate whose pool reaches only a standby never tries the
+/// lock there (advisory locks work on a hot standby, where holding one
+/// excludes nobody on the primary): the standby's statement log shows the
+/// candidate asking what the server is, again and again, and never a lock
+/// attempt.
+#[tokio::test]
+async fn a_candidate_on_a_standby_never_tries_the_leader_lock() {
+    let Some((primary, standby)) = pair_with(
+        false,
+        ClusterOptions::for_tests().setting("log_statement", "all"),
+    )
+    .await
+    else {
+        return;
+    };
+    let url = format!(
+        "postgres://postgres@127.0.0.1:{}/postgres",
+        primary.port().unwrap()
+    );
+    awa_maint::migrate(&url).await.expect("migrate");
+    // A plain pool on the standby alone (target_session_attrs=any).
+    let pool = PgPoolOptions::new()
+        .max_connections(2)
+        .connect(standby.url())
+        .await
+        .expect("a pool on the standby");
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let mut config = LeaderConfig::new();
+    config.retry_interval = Duration::from_millis(100);
+    let candidate = tokio::spawn(leader::run(config, pool.clone(), Vec::new(), stop_rx, None));
+    let log = standby
+        .log_path()
+        .expect("a local cluster's log")
+        .to_owned();
+    let asked = "SELECT pg_is_in_recovery() AS in_recovery";
+    wait_for("three tries of the candidate on the standby", async || {
+        std::fs::read_to_string(&log).is_ok_and(|text| text.matches(asked).count() >= 3)
+    })
+    .await;
+    stop_tx.send(true).unwrap();
+    candidate.await.unwrap().unwrap();
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(
+        !text.contains("pg_try_advisory_lock"),
+        "the candidate tried the leader lock on a standby"
+    );
     pool.close().await;
 }
