@@ -66,7 +66,7 @@ fn main() -> ExitCode {
         // Broken connections are what the chaos suite is about.
         // (The pool's warnings about each broken connection too.)
         Task::Chaos(_) => {
-            "warn,sqlx::query=error,sqlx::postgres::notice=error,sqlx_core::pool=error"
+            "warn,sqlx::query=error,sqlx::postgres::notice=error,sqlx::pool=error,sqlx_core::pool=error"
         }
         _ => "info",
     };
