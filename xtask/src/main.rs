@@ -68,7 +68,10 @@ fn main() -> ExitCode {
     let default_filter = match xtask.task {
         Task::Demo { .. } | Task::Bench(_) | Task::BenchProc(_) => "warn,sqlx::query=error",
         // Broken connections are what the chaos suite is about.
-        Task::Chaos(_) => "warn,sqlx::query=error,sqlx::postgres::notice=error",
+        // (The pool's warnings about each broken connection too.)
+        Task::Chaos(_) => {
+            "warn,sqlx::query=error,sqlx::postgres::notice=error,sqlx::pool=error,sqlx_core::pool=error"
+        }
         _ => "info",
     };
     let _ = tracing_subscriber::fmt()

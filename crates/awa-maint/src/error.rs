@@ -72,6 +72,10 @@ pub enum MaintError {
     #[error(transparent)]
     Url(#[from] awa_core::conninfo::UrlError),
 
+    /// No listed host gave a usable session (see [`crate::connect`]).
+    #[error("could not connect: {0}")]
+    Connect(#[from] crate::connect::ConnectError),
+
     #[error("could not write the migration files: {0}")]
     Io(#[from] std::io::Error),
 

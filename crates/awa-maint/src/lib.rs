@@ -8,6 +8,7 @@
 //! Does not own: any table. Every table is declared by the plane that owns
 //! it; this crate decides only the order in which they are installed.
 
+pub mod connect;
 pub mod cron;
 mod error;
 pub mod leader;

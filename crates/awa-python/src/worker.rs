@@ -319,7 +319,8 @@ impl NativeWorker {
 
 async fn start(setup: Setup) -> Result<awa::Client, awa::Error> {
     let base = awa::Client::connect(&setup.url, setup.max_connections).await?;
-    let mut b = awa::Client::builder(base.pool().clone()).shutdown_grace(setup.shutdown_grace);
+    // to_builder: the worker keeps following a failover of a host list.
+    let mut b = base.to_builder().shutdown_grace(setup.shutdown_grace);
     for (queue, concurrency) in &setup.queues {
         b = b.queue(queue, *concurrency);
     }

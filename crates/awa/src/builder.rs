@@ -44,6 +44,8 @@ pub struct ClientBuilder {
     prune_schedules: bool,
     /// The first mistake made while building, reported by `start`.
     error: Option<Error>,
+    /// The failover watch of the pool, handed on to the started client.
+    pub(crate) watch: Option<Arc<awa_maint::connect::Watch>>,
 }
 
 impl std::fmt::Debug for ClientBuilder {
@@ -75,6 +77,7 @@ impl ClientBuilder {
             schedules: Vec::new(),
             prune_schedules: false,
             error: None,
+            watch: None,
         }
     }
 
@@ -357,6 +360,7 @@ impl ClientBuilder {
             schedules: self.schedules.clone(),
             prune_schedules: self.prune_schedules,
             error: None,
+            watch: self.watch.clone(),
         }
     }
 
@@ -452,6 +456,7 @@ impl ClientBuilder {
             stop_rx.await.unwrap_or(default_grace)
         }));
         Ok(Client {
+            watch: self.watch.clone(),
             runtime: Some(Arc::new(Runtime {
                 parts: Mutex::new(Some(Parts {
                     stop: stop_tx,

@@ -45,6 +45,10 @@ pub struct Client {
     pub(crate) pool: PgPool,
     pub(crate) target: Target,
     pub(crate) runtime: Option<Arc<crate::builder::Runtime>>,
+    /// For a pool made by [`Client::connect`] from a host list: what moves
+    /// it to the new primary after a failover, as long as a client (or a
+    /// builder from [`Client::to_builder`]) holds it.
+    pub(crate) watch: Option<Arc<awa_maint::connect::Watch>>,
 }
 
 /// Where a client's work goes.
@@ -77,6 +81,7 @@ impl Client {
             pool,
             target: Target::routed(),
             runtime: None,
+            watch: None,
         }
     }
 
@@ -88,15 +93,22 @@ impl Client {
             pool,
             target: Target::Pinned(schema),
             runtime: None,
+            watch: None,
         }
     }
 
     /// Connect a pool of up to `max_connections` to `url` (a `postgres://`
-    /// URL; `sslmode` and `sslrootcert` as libpq understands them) and
-    /// check the database is migrated to a schema this client can use.
+    /// URL; `sslmode`, `sslrootcert`, host lists and
+    /// `target_session_attrs` as libpq understands them) and check the
+    /// database is migrated to a schema this client can use.
+    ///
+    /// From a host list (`postgres://h1:5432,h2:5432/app?target_session_attrs=read-write`)
+    /// the pool follows a failover to the new primary while this client,
+    /// a clone of it or a builder from [`Client::to_builder`] is alive.
     pub async fn connect(url: &str, max_connections: u32) -> Result<Self, Error> {
-        let pool = connect_pool(url, max_connections).await?;
-        let client = Self::new(pool);
+        let (pool, watch) = connect_pool(url, max_connections).await?;
+        let mut client = Self::new(pool);
+        client.watch = watch.is_active().then(|| Arc::new(watch));
         client.check_schema().await?;
         Ok(client)
     }
@@ -104,6 +116,18 @@ impl Client {
     /// A worker client: add queues and handlers, then `start()`.
     pub fn builder(pool: PgPool) -> crate::ClientBuilder {
         crate::ClientBuilder::new(pool)
+    }
+
+    /// A worker builder on this client's pool, pinned like this client,
+    /// that keeps following a failover as this client does (a pool from
+    /// [`Client::connect`] with a host list).
+    pub fn to_builder(&self) -> crate::ClientBuilder {
+        let mut builder = crate::ClientBuilder::new(self.pool.clone());
+        builder.watch = self.watch.clone();
+        match &self.target {
+            Target::Pinned(schema) => builder.schema(schema.clone()),
+            Target::Routed(_) => builder,
+        }
     }
 
     pub fn pool(&self) -> &PgPool {
@@ -288,31 +312,29 @@ fn typed_batch<J: Job>(jobs: &[J]) -> Result<Vec<NewJob>, Error> {
         .collect()
 }
 
-/// A pool for `url`, with a bounded connect time. Errors never quote the
-/// URL (it may carry a password).
-pub(crate) async fn connect_pool(url: &str, max_connections: u32) -> Result<PgPool, Error> {
-    // Checked as libpq reads URLs (scheme, sslmode, sslrootcert), with a
-    // message that never holds the password.
-    let options =
+/// A pool for `url`, with a bounded connect time, and its failover watch
+/// (`awa_maint::connect`). Errors never quote the URL's password.
+pub(crate) async fn connect_pool(
+    url: &str,
+    max_connections: u32,
+) -> Result<(PgPool, awa_maint::connect::Watch), Error> {
+    // Checked as libpq reads URLs (scheme, sslmode, sslrootcert, host
+    // lists), with a message that never holds the password.
+    let info =
         awa_core::conninfo::connect_options(url).map_err(|err| Error::Connect(err.to_string()))?;
-    let connecting = sqlx::postgres::PgPoolOptions::new()
+    let options = sqlx::postgres::PgPoolOptions::new()
         .max_connections(max_connections.max(1))
-        .acquire_timeout(CONNECT_TIMEOUT)
-        .connect_with(options);
-    match tokio::time::timeout(CONNECT_TIMEOUT, connecting).await {
-        Ok(Ok(pool)) => Ok(pool),
+        .acquire_timeout(CONNECT_TIMEOUT);
+    awa_maint::connect::pool(&info, options)
+        .await
         // The driver may quote part of the URL back: scrub its secrets.
-        Ok(Err(err)) => Err(Error::Connect(format!(
-            "{}: {} (check the host, port, credentials and sslmode)",
-            awa_core::redact::redact_conninfo(url),
-            awa_core::redact::scrub(&awa_core::db_error::Described(&err).to_string(), url)
-        ))),
-        Err(_) => Err(Error::Connect(format!(
-            "{}: no answer within {} s",
-            awa_core::redact::redact_conninfo(url),
-            CONNECT_TIMEOUT.as_secs()
-        ))),
-    }
+        .map_err(|err| {
+            Error::Connect(format!(
+                "{}: {} (check the host, port, credentials and sslmode)",
+                awa_core::redact::redact_conninfo(url),
+                awa_core::redact::scrub(&err.to_string(), url)
+            ))
+        })
 }
 
 /// `awa_jobs_enqueued_total`: jobs this process inserted (not those whose

@@ -199,7 +199,8 @@ pub async fn require_current(conn: &mut PgConnection) -> Result<i32, MaintError>
 ///
 /// `database_url` is read as [`awa_core::conninfo::connect_options`] says:
 /// a `postgres://` or `postgresql://` URL whose `sslmode` and `sslrootcert`
-/// behave as in libpq.
+/// behave as in libpq, and whose host list is tried in order
+/// ([`crate::connect`]).
 pub async fn migrate(database_url: &str) -> Result<MigrateReport, MaintError> {
     with_lock(database_url, |conn| {
         Box::pin(async move { migrate_locked(conn, None).await })
@@ -234,8 +235,8 @@ async fn with_lock(
 ) -> Result<MigrateReport, MaintError> {
     // A dedicated connection: the session lock must not travel back into a
     // pool while held.
-    let options = awa_core::conninfo::connect_options(database_url)?;
-    let mut conn = PgConnection::connect_with(&options).await?;
+    let info = awa_core::conninfo::connect_options(database_url)?;
+    let mut conn = crate::connect::connect(&info).await?;
     sqlx::query(include_str!("../../sql/migration_lock.sql"))
         .execute(&mut conn)
         .await?;
