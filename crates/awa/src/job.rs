@@ -21,6 +21,45 @@ use serde::de::DeserializeOwned;
 /// assert_eq!(SendWelcome::KIND, "send_welcome");
 /// assert_eq!(SendWelcome::QUEUE, "email");
 /// ```
+///
+/// Uniqueness goes on the type too (see [`Unique`]): one refresh per
+/// account every 10 minutes, completed ones included.
+///
+/// ```
+/// #[derive(serde::Serialize, serde::Deserialize, awa::Job)]
+/// #[awa(unique(by_args, period = "10m"))]
+/// struct Refresh {
+///     account: i64,
+/// }
+///
+/// use awa::Job;
+/// assert_eq!(
+///     Refresh::unique(),
+///     Some(awa::Unique::by_args().period(std::time::Duration::from_secs(600)))
+/// );
+/// ```
+///
+/// A spec the database would refuse does not compile: a period that is
+/// not whole seconds, an unfinished state, or states kept without a
+/// period.
+///
+/// ```compile_fail
+/// #[derive(serde::Serialize, serde::Deserialize, awa::Job)]
+/// #[awa(unique(by_args, period = "1500ms"))]
+/// struct Refresh { account: i64 }
+/// ```
+///
+/// ```compile_fail
+/// #[derive(serde::Serialize, serde::Deserialize, awa::Job)]
+/// #[awa(unique(by_args, period = "1h", states("running")))]
+/// struct Refresh { account: i64 }
+/// ```
+///
+/// ```compile_fail
+/// #[derive(serde::Serialize, serde::Deserialize, awa::Job)]
+/// #[awa(unique(by_args, states("completed")))]
+/// struct Refresh { account: i64 }
+/// ```
 pub trait Job: Serialize + DeserializeOwned + Send + Sync + 'static {
     /// The kind name stored with every job of this type; handlers are found
     /// by it. Changing it orphans jobs already enqueued under the old name.
