@@ -36,6 +36,12 @@ pub enum CliError {
          enqueue again once it has finished, or cancel it first"
     )]
     UniqueKeyHeld { key: String, held_by: i64 },
+    #[error(
+        "nothing enqueued: it duplicates job {held_by} (unique by {what}; that job is \
+         unfinished, or finished in a state the spec keeps, within the period); enqueue again \
+         after that, or cancel it"
+    )]
+    UniqueHeld { what: String, held_by: i64 },
     #[error(transparent)]
     Invalid(#[from] awa_core::InvalidInput),
     #[error(transparent)]
@@ -73,7 +79,7 @@ impl CliError {
     /// The process exit code for this failure (see [`exit`]).
     pub fn exit_code(&self) -> u8 {
         match self {
-            CliError::UniqueKeyHeld { .. } => exit::UNIQUE_KEY_HELD,
+            CliError::UniqueKeyHeld { .. } | CliError::UniqueHeld { .. } => exit::UNIQUE_KEY_HELD,
             // A version range no step covers is a bad command line.
             CliError::Maint(awa_maint::MaintError::StepRange { .. }) => exit::USAGE,
             _ => exit::FAILURE,

@@ -52,6 +52,10 @@ pub fn print_error(json: bool, err: &CliError) {
             out["unique_key"] = key.as_str().into();
             out["held_by"] = (*held_by).into();
         }
+        if let CliError::UniqueHeld { what, held_by } = err {
+            out["unique"] = what.as_str().into();
+            out["held_by"] = (*held_by).into();
+        }
         out["exit_code"] = err.exit_code().into();
         print_line(&out.to_string());
     }

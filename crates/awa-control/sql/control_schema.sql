@@ -117,15 +117,39 @@ CREATE TABLE IF NOT EXISTS awa.cron_jobs (
 -- isolation level (the primary key decides, as within one substrate).
 CREATE SEQUENCE IF NOT EXISTS awa.job_id_seq AS bigint;
 
--- At most one non-terminal job per unique key. Rows are removed when the
--- job becomes terminal, so only jobs that opt into uniqueness pay.
+-- At most one job per unique key among the unfinished ones and those a
+-- key spec keeps holding after they finished. Taken only by
+-- {schema}.unique_take (awa-ready). A row is removed when its job becomes
+-- terminal, unless the job was enqueued with a key spec (ADR 10) whose
+-- period has not ended and whose kept states include the job's final
+-- state (completed, failed - dead-lettered counts as failed - or
+-- cancelled): then finish/cancel mark it finished (finished_at) and it
+-- holds the key until hold_until, the end of the period; the leader's
+-- unique_prune task deletes it after that, and unique_take takes a
+-- finished row over once hold_until has passed. So only jobs that opt
+-- into uniqueness pay, and only those that keep holding pay the update.
+--   hold_until   end of the period, when the row may hold after its job
+--                finished; NULL: released when the job finishes
+--   hold_states  the final states that keep holding until hold_until
+--   finished_at  when the job finished; NULL while it is unfinished
 CREATE TABLE IF NOT EXISTS awa.job_uniques (
-    unique_key text        PRIMARY KEY,
-    job_id     bigint      NOT NULL,
-    created_at timestamptz NOT NULL DEFAULT now()
+    unique_key  text        PRIMARY KEY,
+    job_id      bigint      NOT NULL,
+    created_at  timestamptz NOT NULL DEFAULT now(),
+    hold_until  timestamptz,
+    hold_states text[],
+    finished_at timestamptz,
+    CONSTRAINT job_uniques_hold_check CHECK (
+        (hold_until IS NULL) = (hold_states IS NULL)
+        AND hold_states <@ ARRAY['completed', 'failed', 'cancelled']::text[]
+        AND cardinality(hold_states) > 0
+        AND (finished_at IS NULL OR hold_until IS NOT NULL))
 );
 -- cancel_job releases a key by its job id (finish goes by key).
 CREATE INDEX IF NOT EXISTS job_uniques_job_idx ON awa.job_uniques (job_id);
+-- unique_prune: finished rows whose period has ended, oldest first.
+CREATE INDEX IF NOT EXISTS job_uniques_expiry_idx ON awa.job_uniques (hold_until)
+    WHERE finished_at IS NOT NULL;
 
 -- Which substrate receives new work, and any staged move to another one:
 -- the one place routing is decided (awa_control::routing reads it; the

@@ -255,6 +255,18 @@ pub const RESCUE_AFTER: DurationBound = DurationBound {
     hint: "use e.g. 60s (the default); workers heartbeat at a third of it",
 };
 
+/// The period of a unique key spec ("one per args per 10 minutes"): whole
+/// seconds, so a window is `floor(epoch / period)` on any clock. A year
+/// (366 days) at most: a key held longer is a permanent record, which
+/// belongs in the application's own table. `unique_derive.sql` refuses
+/// the same range.
+pub const UNIQUE_PERIOD: DurationBound = DurationBound {
+    what: "unique period",
+    min: Duration::from_secs(1),
+    max: days(366),
+    hint: "whole seconds, e.g. 10m or 1h",
+};
+
 /// How long graceful shutdown of a worker may take in all: waiting for
 /// in-flight jobs and recording results.
 pub const SHUTDOWN_GRACE: DurationBound = DurationBound {
@@ -371,6 +383,7 @@ mod tests {
             SHUTDOWN_GRACE,
             POLL_INTERVAL,
             HEARTBEAT_INTERVAL,
+            UNIQUE_PERIOD,
         ] {
             if b.min > Duration::ZERO {
                 assert!(b.check(b.min - tick).is_err(), "{} min-1", b.what);

@@ -14,8 +14,14 @@ pub struct NewJob {
     pub run_at: Option<DateTime<Utc>>,
     /// `None` uses the queue's default.
     pub max_attempts: Option<i32>,
+    /// At most one job per key among the unfinished ones (and, with a
+    /// [`Unique`](crate::Unique) spec, those kept after they finished). With
+    /// `unique`, part of the derived key.
     pub unique_key: Option<String>,
     pub metadata: Option<serde_json::Value>,
+    /// Uniqueness by kind, queue, args or args fields, per period, across
+    /// chosen final states: the key is derived from it in SQL.
+    pub unique: Option<crate::Unique>,
 }
 
 impl NewJob {
@@ -29,6 +35,7 @@ impl NewJob {
             max_attempts: None,
             unique_key: None,
             metadata: None,
+            unique: None,
         }
     }
 }
@@ -206,7 +213,8 @@ impl NewJob {
         Ok(())
     }
 
-    /// Check what the types cannot: kind, max attempts, unique key.
+    /// Check what the types cannot: kind, max attempts, unique key and
+    /// key spec.
     pub fn validate(&self) -> Result<(), crate::InvalidInput> {
         use crate::InvalidInput;
         Self::check_kind(&self.kind)?;
@@ -225,6 +233,9 @@ impl NewJob {
                 value: key.clone(),
                 why: "it must be 1 to 512 bytes".into(),
             });
+        }
+        if let Some(unique) = &self.unique {
+            unique.validate()?;
         }
         Ok(())
     }

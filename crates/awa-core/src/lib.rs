@@ -18,12 +18,14 @@ pub mod redact;
 pub mod routing;
 pub mod sql;
 mod substrate;
+mod unique;
 
 pub use ids::{Attempt, JobId, Priority, RunLease};
 pub use job::{AttemptToken, ClaimedJob, JobState, NewJob};
 pub use names::{QueueName, SchemaName, quote_ident};
 pub use routing::{Phase, Routing};
 pub use substrate::{SlotCounts, SubstrateShape};
+pub use unique::Unique;
 
 /// Invalid input caught before it reaches the database.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]

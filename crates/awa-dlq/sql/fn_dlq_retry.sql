@@ -7,9 +7,11 @@
 -- holds its unique_key.
 --
 -- The rule that must not be broken: a job that was enqueued with a unique
--- key runs again only as the key's owner. Dead-lettering released the key,
--- so the retry takes it again through unique_take (the same decision
--- enqueue makes, in the same transaction as the append). When a newer job
+-- key runs again only as the key's owner. Dead-lettering released the key
+-- (or, for a key spec that keeps failed jobs, marked it finished until its
+-- period ends), so the retry takes it again through unique_take (the same
+-- decision enqueue makes, in the same transaction as the append; a row
+-- the job itself kept is taken over with its hold). When a newer job
 -- holds the key, retrying would make two unfinished jobs with one key, and
 -- dropping the key would silently drop the job's uniqueness: the entry is
 -- kept instead, for the operator to retry after that job finishes, or to

@@ -4,6 +4,8 @@
 --   running                   -> its live attempt is finished as cancelled
 --                                through the guarded path; the worker's later
 --                                writes for that attempt are rejected
+-- Its unique key is released, or kept until its period ends when its key
+-- spec keeps cancelled jobs (unique_held), as finish does.
 -- Returns the state the job was in, or NULL when it was not cancellable
 -- (unknown, or already terminal).
 CREATE OR REPLACE FUNCTION {schema}.cancel_job(p_job_id bigint)
@@ -20,7 +22,10 @@ BEGIN
         INSERT INTO {schema}.done_entries (slot, job_id, run_lease, queue, state, attempt, body)
         VALUES (v_t.slot, p_job_id, v_t.run_lease, v_t.queue, 'cancelled', v_t.attempt, v_t.body);
         INSERT INTO {schema}.count_deltas (slot, queue, state, delta) VALUES (v_t.slot, v_t.queue, 'cancelled', 1);
-        DELETE FROM awa.job_uniques WHERE job_id = p_job_id;
+        DELETE FROM awa.job_uniques u
+         WHERE u.job_id = p_job_id AND NOT {schema}.unique_held(u.hold_until, u.hold_states, 'cancelled');
+        UPDATE awa.job_uniques u SET finished_at = now()
+         WHERE u.job_id = p_job_id AND {schema}.unique_held(u.hold_until, u.hold_states, 'cancelled');
         RETURN 'available';
     END IF;
 
@@ -32,7 +37,10 @@ BEGIN
         VALUES (v_slot, p_job_id, v_d.run_lease, v_d.queue, 'cancelled', v_d.attempt,
                 {schema}.job_body(v_d.kind, v_d.args, v_d.priority, v_d.max_attempts, v_d.created_at, v_d.metadata));
         INSERT INTO {schema}.count_deltas (slot, queue, state, delta) VALUES (v_slot, v_d.queue, 'cancelled', 1);
-        DELETE FROM awa.job_uniques WHERE job_id = p_job_id;
+        DELETE FROM awa.job_uniques u
+         WHERE u.job_id = p_job_id AND NOT {schema}.unique_held(u.hold_until, u.hold_states, 'cancelled');
+        UPDATE awa.job_uniques u SET finished_at = now()
+         WHERE u.job_id = p_job_id AND {schema}.unique_held(u.hold_until, u.hold_states, 'cancelled');
         DELETE FROM {schema}.attempt_state WHERE job_id = p_job_id;
         RETURN v_d.reason;
     END IF;

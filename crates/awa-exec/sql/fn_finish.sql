@@ -289,6 +289,9 @@ BEGIN
          GROUP BY w.hist_slot, w.queue, w.next_state
     ),
     -- Key lookups through = ANY(array): index probes, no join to plan.
+    -- A key row is released, unless its key spec keeps holding it in the
+    -- job's final state until the period ends (unique_held; only rows
+    -- with a hold_until ask): then it is marked finished instead.
     unique_released AS (
         DELETE FROM awa.job_uniques u
          WHERE u.unique_key = ANY (ARRAY(
@@ -296,6 +299,20 @@ BEGIN
                     WHERE w.unique_key IS NOT NULL
                       AND w.next_state IN ('completed', 'cancelled', 'failed', 'dead_lettered')))
            AND u.job_id = ANY (ARRAY(SELECT w.job_id FROM won w))
+           AND (u.hold_until IS NULL
+                OR NOT {schema}.unique_held(u.hold_until, u.hold_states,
+                       (SELECT w.next_state FROM won w WHERE w.job_id = u.job_id LIMIT 1)))
+    ),
+    unique_kept AS (
+        UPDATE awa.job_uniques u SET finished_at = now()
+         WHERE u.unique_key = ANY (ARRAY(
+                   SELECT w.unique_key FROM won w
+                    WHERE w.unique_key IS NOT NULL
+                      AND w.next_state IN ('completed', 'cancelled', 'failed', 'dead_lettered')))
+           AND u.job_id = ANY (ARRAY(SELECT w.job_id FROM won w))
+           AND u.hold_until IS NOT NULL
+           AND {schema}.unique_held(u.hold_until, u.hold_states,
+               (SELECT w.next_state FROM won w WHERE w.job_id = u.job_id LIMIT 1))
     ),
     state_dropped AS (
         DELETE FROM {schema}.attempt_state s

@@ -34,9 +34,13 @@
 --   runtime_storage_backends  SIUD  each runtime registers the substrates it
 --                                   uses (upsert, delete what it dropped)
 --   queue_health              SIU   health publish (upsert), clear idle
---   job_uniques               SID   enqueue claims a key; finish/cancel
---                                   release it (database-wide: every
---                                   substrate's functions use this table)
+--   job_uniques               SIUD  enqueue claims a key (U: takes over a
+--                                   row past its period, FOR UPDATE);
+--                                   finish/cancel release it (D) or mark it
+--                                   finished (U) when a key spec keeps it;
+--                                   the leader's unique_prune deletes rows
+--                                   past their period (database-wide:
+--                                   every substrate's functions use it)
 --   job_id_seq (sequence)     USAGE enqueue (nextval); never setval
 --                                   (database-wide, like job_uniques)
 -- Substrate tables (in the substrate's schema):
@@ -131,7 +135,7 @@ DECLARE
         ['control',   'storage_draining',         'SELECT, DELETE'],
         ['control',   'runtime_storage_backends', 'SELECT, INSERT, UPDATE, DELETE'],
         ['control',   'queue_health',             'SELECT, INSERT, UPDATE'],
-        ['control',   'job_uniques',              'SELECT, INSERT, DELETE'],
+        ['control',   'job_uniques',              'SELECT, INSERT, UPDATE, DELETE'],
         ['control',   'job_id_seq',               'USAGE'],
         ['substrate', 'substrate_info',           'SELECT'],
         ['substrate', 'ring_ledger',              'SELECT, INSERT'],

@@ -431,7 +431,7 @@ const CONTROL: &[(&str, &str)] = &[
     ("storage_draining", "SD"),
     ("runtime_storage_backends", "SIUD"),
     ("queue_health", "SIU"),
-    ("job_uniques", "SID"),
+    ("job_uniques", "SIUD"),
     ("job_id_seq", "G"),
 ];
 const SUBSTRATE: &[(&str, &str)] = &[

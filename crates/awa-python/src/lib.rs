@@ -78,6 +78,7 @@ fn _awa(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(cli_main, m)?)?;
     m.add_function(wrap_pyfunction!(init_logging, m)?)?;
     m.add_function(wrap_pyfunction!(validate::validate_job, m)?)?;
+    m.add_function(wrap_pyfunction!(validate::unique_spec, m)?)?;
     m.add_class::<worker::NativeWorker>()?;
     m.add_class::<context::NativeContext>()?;
     m.add_class::<admin::NativeClient>()?;

@@ -1,7 +1,7 @@
 //! Typed jobs: a kind name and defaults bound to a serde type.
 
 use crate::Error;
-use awa_core::{NewJob, Priority, QueueName};
+use awa_core::{NewJob, Priority, QueueName, Unique};
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -21,6 +21,45 @@ use serde::de::DeserializeOwned;
 /// assert_eq!(SendWelcome::KIND, "send_welcome");
 /// assert_eq!(SendWelcome::QUEUE, "email");
 /// ```
+///
+/// Uniqueness goes on the type too (see [`Unique`]): one refresh per
+/// account every 10 minutes, completed ones included.
+///
+/// ```
+/// #[derive(serde::Serialize, serde::Deserialize, awa::Job)]
+/// #[awa(unique(by_args, period = "10m"))]
+/// struct Refresh {
+///     account: i64,
+/// }
+///
+/// use awa::Job;
+/// assert_eq!(
+///     Refresh::unique(),
+///     Some(awa::Unique::by_args().period(std::time::Duration::from_secs(600)))
+/// );
+/// ```
+///
+/// A spec the database would refuse does not compile: a period that is
+/// not whole seconds, an unfinished state, or states kept without a
+/// period.
+///
+/// ```compile_fail
+/// #[derive(serde::Serialize, serde::Deserialize, awa::Job)]
+/// #[awa(unique(by_args, period = "1500ms"))]
+/// struct Refresh { account: i64 }
+/// ```
+///
+/// ```compile_fail
+/// #[derive(serde::Serialize, serde::Deserialize, awa::Job)]
+/// #[awa(unique(by_args, period = "1h", states("running")))]
+/// struct Refresh { account: i64 }
+/// ```
+///
+/// ```compile_fail
+/// #[derive(serde::Serialize, serde::Deserialize, awa::Job)]
+/// #[awa(unique(by_args, states("completed")))]
+/// struct Refresh { account: i64 }
+/// ```
 pub trait Job: Serialize + DeserializeOwned + Send + Sync + 'static {
     /// The kind name stored with every job of this type; handlers are found
     /// by it. Changing it orphans jobs already enqueued under the old name.
@@ -32,6 +71,12 @@ pub trait Job: Serialize + DeserializeOwned + Send + Sync + 'static {
     const PRIORITY: Option<i16> = None;
     /// Default attempts before failing (None: the substrate's default).
     const MAX_ATTEMPTS: Option<i32> = None;
+    /// Default uniqueness of jobs of this type (None: not unique), e.g.
+    /// one per args every 10 minutes: `#[awa(unique(by_args, period =
+    /// "10m"))]` on the derive, or [`Unique`] here.
+    fn unique() -> Option<Unique> {
+        None
+    }
 }
 
 /// Options of one insert, over the job type's defaults.
@@ -43,9 +88,14 @@ pub struct InsertOpts {
     pub run_at: Option<DateTime<Utc>>,
     pub max_attempts: Option<i32>,
     /// At most one non-terminal job holds a key: a second insert with a
-    /// live key returns the holder's id with `inserted = false`.
+    /// live key returns the holder's id with `inserted = false`. With a
+    /// [`Unique`] spec, part of the key the spec derives.
     pub unique_key: Option<String>,
     pub metadata: Option<serde_json::Value>,
+    /// Uniqueness by kind, queue, args or args fields, per period, across
+    /// final states (over the type's [`Job::unique`]): a duplicate returns
+    /// the existing job's id with `inserted = false`.
+    pub unique: Option<Unique>,
 }
 
 impl InsertOpts {
@@ -81,6 +131,11 @@ impl InsertOpts {
         self.metadata = Some(metadata);
         self
     }
+    /// Unique by this spec, e.g. `Unique::by_args().period(10 minutes)`.
+    pub fn unique(mut self, spec: Unique) -> Self {
+        self.unique = Some(spec);
+        self
+    }
 }
 
 /// The untyped job a typed one becomes, checked against every bound.
@@ -98,6 +153,7 @@ pub fn new_job<J: Job>(job: &J, opts: InsertOpts) -> Result<NewJob, Error> {
     new.max_attempts = opts.max_attempts.or(J::MAX_ATTEMPTS);
     new.unique_key = opts.unique_key;
     new.metadata = opts.metadata;
+    new.unique = opts.unique.or_else(J::unique);
     new.validate()?;
     Ok(new)
 }

@@ -5,7 +5,7 @@ use clap::{Args, Subcommand};
 #[derive(Debug, Subcommand)]
 pub enum JobCommand {
     /// Enqueue a job, or --count copies of it in one transaction.
-    Enqueue(EnqueueArgs),
+    Enqueue(Box<EnqueueArgs>),
     /// Show everything known about one job.
     Dump(JobIdArg),
     /// Cancel a job that has not finished yet.
@@ -45,6 +45,23 @@ pub struct EnqueueArgs {
     /// (`held_by` in the --json error).
     #[arg(long)]
     pub unique_key: Option<String>,
+    /// Unique by a key derived from these parts (comma-separated or
+    /// repeated): kind (always part of it), queue, args, args.FIELD (a
+    /// top-level field of the args). When a duplicate exists, nothing is
+    /// enqueued and awa exits with code 3, naming that job. With
+    /// --unique-key, the key is one more part.
+    #[arg(long, value_delimiter = ',', value_name = "PART")]
+    pub unique_by: Vec<String>,
+    /// One job per window of this length (whole seconds: 90s, 10m, 1h;
+    /// windows aligned to the epoch, by enqueue time). Unique by kind
+    /// alone when --unique-by is left out.
+    #[arg(long, value_name = "DUR")]
+    pub unique_period: Option<String>,
+    /// Final states that keep the key until the period ends
+    /// (comma-separated: completed, failed, cancelled; `none`). Default
+    /// with a period: completed. Unfinished jobs always hold their key.
+    #[arg(long, value_delimiter = ',', value_name = "STATE")]
+    pub unique_states: Option<Vec<String>>,
     /// Free-form JSON kept with the job.
     #[arg(long)]
     pub metadata: Option<String>,

@@ -2,7 +2,7 @@
 
 use crate::cli::{Cli, EnqueueArgs, JobCommand, JobListArgs};
 use crate::{db, error::CliError, input, output, progress::Progress};
-use awa_core::{JobState, NewJob, Priority, QueueName, bounds};
+use awa_core::{JobState, NewJob, Priority, QueueName, Unique, bounds};
 use awa_history::{HistoryPlane, JobView, PgHistoryPlane};
 use awa_ready::{Enqueued, PgReadyPlane, ReadyPlane};
 use sqlx::Connection;
@@ -46,6 +46,7 @@ fn new_job(args: &EnqueueArgs) -> Result<NewJob, CliError> {
         })
         .transpose()?;
     job.unique_key = args.unique_key.clone();
+    job.unique = unique_spec(args)?;
     job.metadata = args
         .metadata
         .as_deref()
@@ -53,6 +54,54 @@ fn new_job(args: &EnqueueArgs) -> Result<NewJob, CliError> {
         .transpose()?;
     job.validate()?;
     Ok(job)
+}
+
+/// The key spec of `--unique-by`, `--unique-period` and
+/// `--unique-states`, or None when none of them is given.
+fn unique_spec(args: &EnqueueArgs) -> Result<Option<Unique>, CliError> {
+    if args.unique_by.is_empty() && args.unique_period.is_none() && args.unique_states.is_none() {
+        return Ok(None);
+    }
+    let mut spec = Unique::by_kind();
+    for part in &args.unique_by {
+        match part.trim() {
+            "kind" => {}
+            "queue" => spec.by_queue = true,
+            "args" => spec.by_args = true,
+            p => match p.strip_prefix("args.") {
+                Some(field) if !field.is_empty() => spec.fields.push(field.to_string()),
+                _ => {
+                    return Err(CliError::Usage(format!(
+                        "--unique-by {part:?} is not a key part; use kind, queue, args or \
+                         args.FIELD (a top-level field of the args), e.g. --unique-by args.tenant"
+                    )));
+                }
+            },
+        }
+    }
+    if let Some(text) = &args.unique_period {
+        spec.period = Some(input::bounded_duration(
+            bounds::DurationBound {
+                what: "--unique-period",
+                ..bounds::UNIQUE_PERIOD
+            },
+            text,
+        )?);
+    }
+    if let Some(states) = &args.unique_states {
+        let mut kept = Vec::new();
+        for name in states.iter().map(|s| s.trim()) {
+            if name == "none" || name.is_empty() {
+                continue;
+            }
+            kept.push(
+                name.parse::<JobState>()
+                    .map_err(|err| CliError::Usage(format!("--unique-states: {err}")))?,
+            );
+        }
+        spec.states = Some(kept);
+    }
+    Ok(Some(spec))
 }
 
 async fn enqueue(cli: &Cli, args: &EnqueueArgs) -> Result<(), CliError> {
@@ -110,9 +159,18 @@ async fn enqueue(cli: &Cli, args: &EnqueueArgs) -> Result<(), CliError> {
     // Copies of this very enqueue share their key with the first copy; a
     // holder from before is a refusal with its own exit code.
     if let Some(&held_by) = existing.iter().find(|id| !inserted.contains(id)) {
-        return Err(CliError::UniqueKeyHeld {
-            key: job.unique_key.clone().unwrap_or_default(),
-            held_by,
+        return Err(match &job.unique {
+            Some(spec) => CliError::UniqueHeld {
+                what: match &job.unique_key {
+                    Some(key) => format!("{} with key {:?}", spec.describe(), output::clean(key)),
+                    None => spec.describe(),
+                },
+                held_by,
+            },
+            None => CliError::UniqueKeyHeld {
+                key: job.unique_key.clone().unwrap_or_default(),
+                held_by,
+            },
         });
     }
     let scheduled = results.iter().filter(|r| r.inserted && r.scheduled).count();
@@ -155,8 +213,12 @@ fn enqueue_text(
             .as_deref()
             .map(output::clean)
             .unwrap_or_default();
+        let shared = match &job.unique {
+            Some(spec) => format!("are duplicates by {}", spec.describe()),
+            None => format!("share its unique key {key:?}"),
+        };
         out.push_str(&format!(
-            "; the other {} of {count} copies share its unique key {key:?}",
+            "; the other {} of {count} copies {shared}",
             count - inserted.len(),
         ));
     }

@@ -12,6 +12,7 @@ mod rescue;
 mod rotate;
 mod runtime_gc;
 mod transfer;
+mod unique_prune;
 
 pub use cron::Cron;
 pub use dlq_retention::DlqRetention;
@@ -22,6 +23,7 @@ pub use rescue::Rescue;
 pub use rotate::Rotate;
 pub use runtime_gc::RuntimeGc;
 pub use transfer::Transfer;
+pub use unique_prune::UniquePrune;
 
 use crate::MaintError;
 use async_trait::async_trait;
@@ -129,8 +131,9 @@ pub fn substrate_tasks(
 }
 
 /// The tasks that run once per database whatever the routing: runtime
-/// registry garbage collection, cron, and moving work out of substrates
-/// that only drain. Cron enqueues through `awa.enqueue`, which routes.
+/// registry garbage collection, cron, moving work out of substrates that
+/// only drain, and deleting unique key rows past their period. Cron
+/// enqueues through `awa.enqueue`, which routes.
 pub fn database_tasks(settings: &MaintSettings) -> Vec<std::sync::Arc<dyn MaintTask>> {
     use std::sync::Arc;
     vec![
@@ -145,6 +148,9 @@ pub fn database_tasks(settings: &MaintSettings) -> Vec<std::sync::Arc<dyn MaintT
         Arc::new(Transfer::new(
             settings.promote_interval.max(Duration::from_millis(500)),
         )),
+        // Rows past their period hold nothing (enqueue takes them over),
+        // so this only bounds the table: the DLQ retention's cadence.
+        Arc::new(UniquePrune::new(settings.dlq_retention_interval)),
     ]
 }
 

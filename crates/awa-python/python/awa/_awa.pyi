@@ -20,6 +20,13 @@ def validate_job(
     unique_key: str | None = None,
     metadata_json: str | None = None,
 ) -> None: ...
+def unique_spec(
+    by_queue: bool,
+    by_args: bool,
+    fields: list[str],
+    period_secs: float | None = None,
+    states: list[str] | None = None,
+) -> str: ...
 
 class NativeContext:
     @property
