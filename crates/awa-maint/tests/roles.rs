@@ -1025,6 +1025,42 @@ async fn every_runtime_path_works_under_the_runtime_role() {
         .unwrap();
     PgControlPlane.storage_status(&mut rt).await.unwrap();
 
+    // Key specs: a completed job keeps its key (finish marks its row), a
+    // duplicate is told the job, a row past its period is taken over by
+    // the next enqueue, and another is deleted by the unique_prune task
+    // below.
+    let kq = QueueName::new("kept").unwrap();
+    let spec_job = |a: i64| {
+        let mut j = NewJob::new(kq.clone(), "kept", serde_json::json!({ "a": a }));
+        j.unique = Some(awa_core::Unique::by_args().period(Duration::from_secs(3600)));
+        j
+    };
+    let made = ready.enqueue(&mut rt, &[spec_job(1), spec_job(2)]).await.unwrap();
+    let claimed = claim_n(&mut rt, &kq, 2).await;
+    let batch: Vec<_> = claimed
+        .iter()
+        .map(|c| (c.token, awa_exec::Finish::Complete))
+        .collect();
+    assert!(
+        exec.finish(&mut rt, &batch)
+            .await
+            .unwrap()
+            .iter()
+            .all(|f| f.accepted)
+    );
+    let dup = ready.enqueue(&mut rt, &[spec_job(1)]).await.unwrap()[0];
+    assert_eq!((dup.job_id, dup.inserted), (made[0].job_id, false));
+    // The end of the period, set by the owner (the window is unchanged,
+    // so only the row's expiry decides).
+    sqlx::query(
+        "UPDATE awa.job_uniques SET hold_until = now() - interval '1 second'
+          WHERE finished_at IS NOT NULL",
+    )
+        .execute(&mut admin)
+        .await
+        .unwrap();
+    assert!(ready.enqueue(&mut rt, &[spec_job(1)]).await.unwrap()[0].inserted);
+
     // Every maintenance task, one pass each, on a pool of the role; then
     // the leader itself (lock, leader record) on the role's connections.
     let pool = sqlx::postgres::PgPoolOptions::new()
@@ -1044,6 +1080,12 @@ async fn every_runtime_path_works_under_the_runtime_role() {
             task.name()
         );
     }
+    let kept: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM awa.job_uniques WHERE finished_at IS NOT NULL")
+            .fetch_one(&mut admin)
+            .await
+            .unwrap();
+    assert_eq!(kept, 0, "unique_prune deleted the row past its period");
     let mut config = awa_maint::leader::LeaderConfig::new();
     config.retry_interval = Duration::from_millis(100);
     config.check_interval = Duration::from_millis(100);
