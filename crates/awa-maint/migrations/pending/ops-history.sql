@@ -32,12 +32,11 @@ BEGIN
         EXECUTE format('ALTER TABLE %I.dlq_entries ADD COLUMN attempts jsonb', s);
         EXECUTE format('ALTER TABLE %I.done_entries ADD COLUMN attempts jsonb', s);
 
-        -- 3. Runtime functions whose signature or result changed: the
-        --    templates create them anew (CREATE OR REPLACE cannot change a
-        --    result type, and a new argument would leave an overload).
-        --    ready_append gained p_histories; ready_tombstone returns the
-        --    body's columns and its attempt records.
-        EXECUTE format('DROP FUNCTION IF EXISTS %I.ready_append(bigint[], text[], smallint[], text[], jsonb[], integer[], integer[], bigint[], timestamptz[], text[], jsonb[])', s);
+        -- 3. ready_tombstone returns the body's columns and its attempt
+        --    records now: CREATE OR REPLACE cannot change a result type, so
+        --    the old one goes and the template creates it anew. (The draft
+        --    drops ready_append's old signature itself: it gained an
+        --    argument, p_histories.)
         EXECUTE format('DROP FUNCTION IF EXISTS %I.ready_tombstone(bigint)', s);
 
         -- 4. failure_entries, exactly as install_history_plane.sql creates
