@@ -15,6 +15,9 @@ pub async fn run(cli: &Cli, cmd: &QueueCommand) -> Result<(), CliError> {
     }
 }
 
+/// Jobs per state, per queue.
+type Counts = BTreeMap<String, BTreeMap<&'static str, i64>>;
+
 /// Every state of every queue (zeros included, so scripts can index
 /// without checking; a named queue with no jobs still gets its row),
 /// summed over every substrate the routing reads.
@@ -22,7 +25,7 @@ async fn gather(
     cli: &Cli,
     conn: &mut sqlx::PgConnection,
     queue: Option<&QueueName>,
-) -> Result<BTreeMap<String, BTreeMap<&'static str, i64>>, CliError> {
+) -> Result<Counts, CliError> {
     let mut raw: BTreeMap<String, BTreeMap<String, i64>> = BTreeMap::new();
     for schema in db::routing(cli, conn).await?.reads() {
         let one = PgHistoryPlane::new(schema).queue_stats(conn, queue).await?;
@@ -134,7 +137,7 @@ async fn watch(
 ) -> Result<(), CliError> {
     use std::io::IsTerminal;
     let redraw = !cli.json && std::io::stdout().is_terminal();
-    let mut previous: Option<(std::time::Instant, BTreeMap<String, BTreeMap<&str, i64>>)> = None;
+    let mut previous: Option<(std::time::Instant, Counts)> = None;
     let mut done = 0u64;
     // A queue that appears between two refreshes had nothing before.
     let zeros: BTreeMap<&str, i64> = JobState::ALL.iter().map(|s| (s.as_str(), 0)).collect();
