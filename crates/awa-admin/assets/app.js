@@ -141,17 +141,52 @@ function params() {
   return new URLSearchParams(i < 0 ? "" : hash.slice(i + 1));
 }
 
+// "host:pid · 1.2 s", or the instance id when the registry forgot it.
+function holderText(h) {
+  if (!h) return "";
+  if (h.host === null || h.host === undefined) return h.instance_id + " (gone)";
+  return h.host + ":" + h.pid + " · " + age(h.heartbeat_age_secs);
+}
+
+// A bulk action over the current filter: ask the server how many jobs
+// match (dry run), show that count in the confirmation, then act.
+function bulkButton(text, path, selection, verb, extra) {
+  const b = el("button", Object.assign({ type: "button", disabled: !canAct() }, extra || {}), text);
+  b.addEventListener("click", async () => {
+    b.disabled = true;
+    try {
+      const dry = await api(path, { method: "POST", json: Object.assign({}, selection, { dry_run: true }) });
+      if (dry.matched === 0) { banner("info", "No jobs match: nothing to " + verb + "."); return; }
+      const what = dry.matched + " " + (selection.state || "unfinished") + " job" + (dry.matched === 1 ? "" : "s") +
+        " of queue " + selection.queue;
+      if (!window.confirm(verb.charAt(0).toUpperCase() + verb.slice(1) + " " + what + "?")) return;
+      const done = await api(path, { method: "POST", json: selection });
+      const n = (done.retried || done.cancelled || []).length;
+      banner("info", "Done: " + verb + " " + n + " of " + what + (done.kept && done.kept.length
+        ? "; " + done.kept.length + " kept (their unique key is held by a newer job)" : ""));
+    } catch (e) {
+      banner("bad", e.message);
+    } finally {
+      b.disabled = !canAct();
+      render();
+    }
+  });
+  return b;
+}
+
 async function viewJobs() {
   const p = params();
   const query = new URLSearchParams();
-  for (const k of ["queue", "state", "kind", "before"]) if (p.get(k)) query.set(k, p.get(k));
+  for (const k of ["queue", "state", "kind", "args_contains", "before"]) if (p.get(k)) query.set(k, p.get(k));
   query.set("limit", "50");
   const data = await api("/api/jobs?" + query);
-  const input = (name, label) => el("label", {}, label, el("input", { name, value: p.get(name) || "" }));
+  const input = (name, label, extra) => el("label", {}, label, el("input", Object.assign({ name, value: p.get(name) || "" }, extra || {})));
   const state = el("select", { name: "state" }, el("option", { value: "" }, "any"),
     ...STATES.map(s => el("option", { value: s, selected: p.get("state") === s }, s)));
   const form = el("form", { class: "filters", id: "job-filters" }, input("queue", "Queue"),
-    el("label", {}, "State", state), input("kind", "Kind"), el("button", { type: "submit" }, "Filter"));
+    el("label", {}, "State", state), input("kind", "Kind"),
+    input("args_contains", "Args contain", { placeholder: '{"user": 42}' }),
+    el("button", { type: "submit" }, "Filter"));
   form.addEventListener("submit", ev => {
     ev.preventDefault();
     const q = new URLSearchParams();
@@ -162,10 +197,29 @@ async function viewJobs() {
     el("td", { class: "num" }, el("a", { href: "#/job/" + j.id }, j.id)),
     el("td", {}, j.queue), el("td", {}, j.kind), el("td", { "data-job-state": j.id }, j.state),
     el("td", { class: "num" }, j.attempt + "/" + j.max_attempts), el("td", {}, time(j.at)),
+    el("td", { "data-job-holder": j.id }, holderText(j.holder)),
     el("td", { class: "wrap" }, j.last_error || "")));
-  const out = [el("h2", {}, "Jobs"), form,
-    rows.length ? table([{ label: "ID", num: true }, "Queue", "Kind", "State", { label: "Attempt", num: true }, "At", "Last error"], rows, { id: "jobs" })
-      : el("p", { class: "muted", id: "no-jobs" }, "No jobs match.")];
+  const out = [el("h2", {}, "Jobs"), form];
+  // Bulk actions act on the filter as it is applied (one queue at least).
+  if (p.get("queue")) {
+    const selection = { queue: p.get("queue") };
+    for (const k of ["state", "kind"]) if (p.get(k)) selection[k] = p.get(k);
+    let argsOk = true;
+    if (p.get("args_contains")) {
+      try { selection.args_contains = JSON.parse(p.get("args_contains")); } catch (_) { argsOk = false; }
+    }
+    const st = selection.state;
+    const bulk = [];
+    if (argsOk && (st === "failed" || st === "cancelled")) {
+      bulk.push(bulkButton("Retry all matching", "/api/jobs/retry", selection, "retry", { "data-action": "retry-matching" }));
+    }
+    if (argsOk && !["completed", "failed", "cancelled", "dead_lettered"].includes(st)) {
+      bulk.push(bulkButton("Cancel all matching", "/api/jobs/cancel", selection, "cancel", { class: "danger", "data-action": "cancel-matching" }));
+    }
+    if (bulk.length) out.push(el("div", { class: "actions", id: "bulk-actions" }, ...bulk));
+  }
+  out.push(rows.length ? table([{ label: "ID", num: true }, "Queue", "Kind", "State", { label: "Attempt", num: true }, "At", "Holder", "Last error"], rows, { id: "jobs" })
+      : el("p", { class: "muted", id: "no-jobs" }, "No jobs match."));
   if (data.next_before) {
     const q = new URLSearchParams(query);
     q.delete("limit");
@@ -190,10 +244,34 @@ async function viewJob(id) {
     fields.push(...kv("progress", (pr.percent === null ? "?" : pr.percent + "%") + (pr.message ? " – " + pr.message : "")));
     fields.push(...kv("checkpoint", el("pre", {}, pr.checkpoint ? JSON.stringify(pr.checkpoint, null, 2) : "–")));
   }
+  if (j.holder) {
+    const h = j.holder;
+    fields.push(...kv("holder", h.host ? h.host + " pid " + h.pid + " (" + h.instance_id + "), last heartbeat " + age(h.heartbeat_age_secs) + " ago"
+      : h.instance_id + " (no longer registered)"));
+  }
   const terminal = ["completed", "failed", "cancelled", "dead_lettered"].includes(j.state);
+  const actions = [];
+  if (!terminal) actions.push(actionButton("Cancel job", "/api/jobs/" + j.id + "/cancel", undefined, { class: "danger", "data-action": "cancel", "data-confirm": "Cancel job " + j.id + "?" }));
+  if (j.state === "failed" || j.state === "cancelled") actions.push(actionButton("Retry job", "/api/jobs/" + j.id + "/retry", undefined, { "data-action": "retry", "data-confirm": "Put job " + j.id + " back as fresh work?" }));
+  if (j.state === "dead_lettered") actions.push(actionButton("Retry from the DLQ", "/api/dlq/retry", { job_id: j.id }, { "data-action": "retry" }));
   return [el("h2", {}, "Job " + j.id), el("dl", { class: "kv", id: "job-detail" }, ...fields.flat()),
-    el("div", { class: "actions" }, terminal ? null
-      : actionButton("Cancel job", "/api/jobs/" + j.id + "/cancel", undefined, { class: "danger", "data-confirm": "Cancel job " + j.id + "?" }))];
+    el("div", { class: "actions" }, ...actions),
+    el("h2", {}, "Attempts (" + (j.attempts || []).length + ")"), timeline(j.attempts || [])];
+}
+
+// The attempts of a job, oldest first: number, outcome, when and how long,
+// where, and the error.
+function timeline(attempts) {
+  if (!attempts.length) return el("p", { class: "muted", id: "attempts" }, "Not run yet.");
+  const secs = a => a.started_at && a.ended_at ? ((new Date(a.ended_at) - new Date(a.started_at)) / 1000).toFixed(3) + " s" : null;
+  return el("ol", { class: "timeline", id: "attempts" }, ...attempts.map(a => {
+    const where = a.runtime ? (a.runtime.host ? a.runtime.host + " pid " + a.runtime.pid : "runtime " + a.runtime.id) : null;
+    const when = a.started_at ? time(a.started_at) + (a.ended_at ? " → " + time(a.ended_at) : " → running") : "ended " + time(a.ended_at);
+    return el("li", { class: "attempt outcome-" + a.outcome, "data-attempt": a.attempt, "data-outcome": a.outcome },
+      el("div", { class: "attempt-head" }, el("strong", {}, "#" + a.attempt + " " + a.outcome),
+        el("span", { class: "muted" }, " " + when + (secs(a) ? " (" + secs(a) + ")" : "") + (where ? " on " + where : ""))),
+      a.error ? el("pre", { class: "attempt-error", "data-attempt-error": a.attempt }, a.error) : null);
+  }));
 }
 
 async function viewDlq() {

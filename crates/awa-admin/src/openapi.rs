@@ -18,7 +18,7 @@ use utoipa::OpenApi;
     ),
     paths(
         system::info, queues::list, queues::pause, queues::resume, jobs::list, jobs::detail,
-        jobs::cancel, dlq::list, dlq::retry, dlq::purge, system::storage, system::runtimes,
+        jobs::cancel, jobs::retry, jobs::retry_matching, jobs::cancel_matching, dlq::list, dlq::retry, dlq::purge, system::storage, system::runtimes,
         system::cron, crate::metrics::scrape
     ),
     components(schemas(crate::ErrorBody, crate::ErrorDetail, model::ServerInfo)),

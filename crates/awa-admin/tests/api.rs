@@ -553,3 +553,175 @@ async fn a_database_error_is_reported_without_sql_or_detail() {
     // Other endpoints still answer.
     assert_eq!(get(&app, "/api/dlq", None).await.status, StatusCode::OK);
 }
+
+/// Issue 22: a job that failed three times shows all three attempts, with
+/// times and the runtime; a running job names its holder; retry one job and
+/// retry or cancel by filter, with the count before acting (dry run), under
+/// the token rule of every action.
+#[tokio::test]
+async fn attempts_holder_retry_and_bulk_actions() {
+    let (_db, pool) = setup().await;
+    let (failed, running, runtime) = seed_failures(&pool).await;
+    let app = app(&pool, config(true));
+    let t = Some(TOKEN);
+
+    let detail = get(&app, &format!("/api/jobs/{failed}"), None).await.json();
+    let job = &detail["job"];
+    assert_eq!(job["state"], "failed", "{detail}");
+    let attempts = job["attempts"].as_array().expect("attempts in the detail");
+    assert_eq!(attempts.len(), 3, "{detail}");
+    for (i, a) in attempts.iter().enumerate() {
+        assert_eq!(a["attempt"], i + 1);
+        assert_eq!(a["error"], format!("error {}", i + 1));
+        assert!(
+            a["started_at"].is_string() && a["ended_at"].is_string(),
+            "{a}"
+        );
+        assert_eq!(a["runtime"]["id"], runtime.to_string());
+        assert_eq!(a["runtime"]["pid"], std::process::id());
+    }
+    assert_eq!(attempts[2]["outcome"], "failed");
+
+    // The running job: holder in the list and the detail.
+    let list = get(&app, "/api/jobs?queue=gamma&state=running", None)
+        .await
+        .json();
+    let row = &list["jobs"][0];
+    assert_eq!(row["id"], running.0);
+    assert_eq!(row["holder"]["instance_id"], runtime.to_string());
+    assert!(row["holder"]["heartbeat_age_secs"].as_f64().unwrap() >= 0.0);
+    assert!(
+        row.get("attempts").is_none(),
+        "lists leave attempts out: {row}"
+    );
+    let detail = get(&app, &format!("/api/jobs/{running}"), None)
+        .await
+        .json();
+    assert_eq!(detail["job"]["holder"]["pid"], std::process::id());
+    assert_eq!(detail["job"]["attempts"][0]["outcome"], "running");
+
+    // Args containment in the list.
+    let found = get(&app, "/api/jobs?args_contains=%7B%22user%22%3A42%7D", None)
+        .await
+        .json();
+    let ids: Vec<i64> = found["jobs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|j| j["id"].as_i64().unwrap())
+        .collect();
+    assert_eq!(ids, vec![failed.0]);
+    let bad = get(&app, "/api/jobs?args_contains=42", None).await;
+    assert_eq!(bad.status, StatusCode::BAD_REQUEST, "{}", bad.text);
+
+    // Actions need the token, and change nothing without it.
+    let before = fingerprint(&pool).await;
+    for (uri, body) in [
+        (format!("/api/jobs/{failed}/retry"), None),
+        (
+            "/api/jobs/retry".to_string(),
+            Some(json!({"queue": "gamma", "state": "failed"})),
+        ),
+        (
+            "/api/jobs/cancel".to_string(),
+            Some(json!({"queue": "gamma"})),
+        ),
+    ] {
+        let r = post(&app, &uri, None, body.clone()).await;
+        assert_eq!(r.status, StatusCode::UNAUTHORIZED, "{uri}: {}", r.text);
+        let open = common::app(&pool, config(false));
+        let r = post(&open, &uri, None, body).await;
+        assert_eq!(r.status, StatusCode::FORBIDDEN, "{uri}: {}", r.text);
+    }
+    assert_eq!(fingerprint(&pool).await, before);
+
+    // Bulk retry: the dry run counts, then the retry acts.
+    let dry = post(
+        &app,
+        "/api/jobs/retry",
+        t,
+        Some(json!({"queue": "gamma", "state": "failed", "kind": "sync", "dry_run": true})),
+    )
+    .await
+    .json();
+    assert_eq!(
+        (dry["matched"].as_i64(), dry["dry_run"].as_bool()),
+        (Some(1), Some(true))
+    );
+    assert_eq!(fingerprint(&pool).await, before);
+    let done = post(
+        &app,
+        "/api/jobs/retry",
+        t,
+        Some(json!({"queue": "gamma", "state": "failed", "args_contains": {"user": 42}})),
+    )
+    .await
+    .json();
+    assert_eq!(done["retried"], json!([failed.0]));
+    assert_eq!(state_of(&pool, failed).await, "available");
+    let gone = post(&app, &format!("/api/jobs/{failed}/retry"), t, None).await;
+    assert_eq!(gone.status, StatusCode::NOT_FOUND, "{}", gone.text);
+
+    // Bulk cancel of what is unfinished in gamma (the retried job and the
+    // running one), counted first.
+    let dry = post(
+        &app,
+        "/api/jobs/cancel",
+        t,
+        Some(json!({"queue": "gamma", "dry_run": true})),
+    )
+    .await
+    .json();
+    assert_eq!(dry["matched"], 2, "{dry}");
+    let done = post(&app, "/api/jobs/cancel", t, Some(json!({"queue": "gamma"})))
+        .await
+        .json();
+    let mut from: Vec<&str> = done["cancelled"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["cancelled_from"].as_str().unwrap())
+        .collect();
+    from.sort();
+    assert_eq!(from, ["available", "running"], "{done}");
+
+    // One job back from cancelled, through its own endpoint.
+    let one = post(&app, &format!("/api/jobs/{running}/retry"), t, None)
+        .await
+        .json();
+    assert_eq!(one["retried"], json!([running.0]));
+    assert_eq!(state_of(&pool, running).await, "available");
+
+    // A selection that names the wrong states is refused, changing nothing.
+    let before = fingerprint(&pool).await;
+    for (uri, body) in [
+        (
+            "/api/jobs/retry",
+            json!({"queue": "gamma", "state": "available"}),
+        ),
+        ("/api/jobs/retry", json!({"queue": "gamma"})),
+        (
+            "/api/jobs/cancel",
+            json!({"queue": "gamma", "state": "failed"}),
+        ),
+        ("/api/jobs/cancel", json!({"queue": " "})),
+        (
+            "/api/jobs/cancel",
+            json!({"queue": "gamma", "args_contains": 7}),
+        ),
+        (
+            "/api/jobs/cancel",
+            json!({"queue": "gamma", "colour": "red"}),
+        ),
+    ] {
+        let r = post(&app, uri, t, Some(body.clone())).await;
+        assert!(
+            r.status == StatusCode::BAD_REQUEST || r.status == StatusCode::UNPROCESSABLE_ENTITY,
+            "{uri} {body}: {} {}",
+            r.status,
+            r.text
+        );
+        r.error_code();
+    }
+    assert_eq!(fingerprint(&pool).await, before);
+}

@@ -402,3 +402,245 @@ async fn every_page_shows_the_database_and_retry_works() {
     let _ = stop_tx.send(());
     server.await.unwrap().unwrap();
 }
+
+/// A headless chromium on `base` at desktop width, its event loop, and the
+/// first page (at `hash`). None when chromium is missing (see above).
+async fn launch(
+    base: &str,
+    hash: &str,
+    profile: &std::path::Path,
+) -> Option<(Browser, tokio::task::JoinHandle<()>, Page)> {
+    let Some(chromium) = chromium() else {
+        if std::env::var_os("CI").is_some() {
+            panic!(
+                "chromium is not installed: .ci/run installs it with apt-get install -y chromium"
+            );
+        }
+        eprintln!(
+            "\n\n*** SKIPPED the dashboard browser test: chromium is not installed \
+             (apt-get install -y chromium) ***\n\n"
+        );
+        return None;
+    };
+    let browser_config = BrowserConfig::builder()
+        .chrome_executable(chromium)
+        .no_sandbox()
+        .user_data_dir(profile)
+        .window_size(1280, 900)
+        .launch_timeout(Duration::from_secs(60))
+        .request_timeout(Duration::from_secs(60))
+        .args([
+            "--disable-gpu",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--no-first-run",
+            "--disable-quic",
+        ])
+        .build()
+        .unwrap();
+    let (browser, mut handler) = Browser::launch(browser_config).await.unwrap();
+    let events = tokio::spawn(async move { while handler.next().await.is_some() {} });
+    let page = browser.new_page(format!("{base}/{hash}")).await.unwrap();
+    page.execute(SetDeviceMetricsOverrideParams::new(1280, 900, 1.0, false))
+        .await
+        .unwrap();
+    Some((browser, events, page))
+}
+
+/// Issue 22: the job page shows every attempt as a timeline (number,
+/// outcome, times, runtime, error) and a running job's holder; retry from
+/// the job page; bulk cancel and retry from the jobs page, each confirming
+/// with the count of matching jobs the server gave before acting.
+#[tokio::test]
+async fn the_job_page_shows_every_attempt_and_bulk_actions_count_first() {
+    let (_db, pool) = setup().await;
+    let (failed, running, _) = seed_failures(&pool).await;
+    let listener = awa_admin::bind("127.0.0.1:0".parse().unwrap())
+        .await
+        .unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let server = tokio::spawn(awa_admin::serve(
+        listener,
+        AppState::new(pool.clone(), config(true), None),
+        async move {
+            let _ = stop_rx.await;
+        },
+    ));
+    let profile = tempfile::tempdir().unwrap();
+    let Some((mut browser, events, page)) =
+        launch(&base, &format!("#/job/{failed}"), profile.path()).await
+    else {
+        return;
+    };
+
+    // The timeline: three attempts, each with its error and runtime.
+    wait_for(
+        &page,
+        "the attempts timeline",
+        "document.querySelectorAll('#attempts li').length === 3",
+    )
+    .await;
+    let pid = std::process::id();
+    for n in 1..=3 {
+        let item = text(&page, &format!("#attempts li[data-attempt=\"{n}\"]")).await;
+        assert!(item.contains(&format!("#{n} ")), "{item}");
+        assert!(item.contains(&format!("pid {pid}")), "{item}");
+        assert_eq!(
+            text(&page, &format!("[data-attempt-error=\"{n}\"]")).await,
+            format!("error {n}")
+        );
+    }
+    assert_eq!(
+        count(&page, "#attempts li[data-outcome=\"retried\"]").await,
+        2
+    );
+    assert_eq!(
+        count(&page, "#attempts li[data-outcome=\"failed\"]").await,
+        1
+    );
+    shoot(&page, "job-attempts").await;
+    page.execute(SetDeviceMetricsOverrideParams::new(375, 800, 1.0, true))
+        .await
+        .unwrap();
+    wait_for(
+        &page,
+        "the timeline within 375 px",
+        "document.documentElement.scrollWidth <= 375",
+    )
+    .await;
+    shoot(&page, "job-attempts-375px").await;
+    page.execute(SetDeviceMetricsOverrideParams::new(1280, 900, 1.0, false))
+        .await
+        .unwrap();
+
+    // A running job names its holder and its running attempt.
+    visit(
+        &page,
+        &base,
+        &format!("#/job/{running}"),
+        "!!document.querySelector('[data-field=\"holder\"]')",
+    )
+    .await;
+    let holder = text(&page, "[data-field=\"holder\"]").await;
+    assert!(holder.contains(&format!("pid {pid}")), "{holder}");
+    assert_eq!(
+        count(&page, "#attempts li[data-outcome=\"running\"]").await,
+        1
+    );
+
+    // Unlock actions; confirmations are answered yes and recorded.
+    page.find_element("#token-input")
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap()
+        .type_str(TOKEN)
+        .await
+        .unwrap();
+    page.find_element("#token-form button")
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    page.evaluate("window.confirm = m => { window.__asked = (window.__asked || []).concat([m]); return true; }")
+        .await
+        .unwrap();
+    let asked = |i: usize| {
+        let page = &page;
+        async move {
+            page.evaluate(format!("(window.__asked || [])[{i}] || ''").as_str())
+                .await
+                .unwrap()
+                .into_value::<String>()
+                .unwrap()
+        }
+    };
+
+    // Retry from the job page.
+    visit(
+        &page,
+        &base,
+        &format!("#/job/{failed}"),
+        "!!document.querySelector('button[data-action=\"retry\"]:not(:disabled)')",
+    )
+    .await;
+    page.find_element("button[data-action=\"retry\"]")
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    wait_for(
+        &page,
+        "the job to be back",
+        "document.querySelector('[data-field=\"state\"]') && document.querySelector('[data-field=\"state\"]').textContent === 'available'",
+    )
+    .await;
+    assert_eq!(state_of(&pool, failed).await, "available");
+
+    // Bulk cancel from the jobs page: the count comes first.
+    visit(
+        &page,
+        &base,
+        "#/jobs?queue=gamma",
+        "!!document.querySelector('button[data-action=\"cancel-matching\"]:not(:disabled)')",
+    )
+    .await;
+    page.find_element("button[data-action=\"cancel-matching\"]")
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    wait_for(
+        &page,
+        "both gamma jobs cancelled",
+        "document.querySelectorAll('#jobs [data-job-state]').length === 2 && [...document.querySelectorAll('#jobs [data-job-state]')].every(e => e.textContent === 'cancelled')",
+    )
+    .await;
+    let question = asked(1).await;
+    assert!(
+        question.contains("Cancel 2 unfinished jobs of queue gamma"),
+        "{question}"
+    );
+    assert_eq!(state_of(&pool, running).await, "cancelled");
+    shoot(&page, "jobs-bulk").await;
+
+    // Bulk retry of what was cancelled.
+    visit(
+        &page,
+        &base,
+        "#/jobs?queue=gamma&state=cancelled",
+        "!!document.querySelector('button[data-action=\"retry-matching\"]:not(:disabled)')",
+    )
+    .await;
+    page.find_element("button[data-action=\"retry-matching\"]")
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    wait_for(
+        &page,
+        "no cancelled job left",
+        "!!document.querySelector('#no-jobs')",
+    )
+    .await;
+    let question = asked(2).await;
+    assert!(
+        question.contains("Retry 2 cancelled jobs of queue gamma"),
+        "{question}"
+    );
+    assert_eq!(state_of(&pool, failed).await, "available");
+    assert_eq!(state_of(&pool, running).await, "available");
+
+    browser.close().await.unwrap();
+    let _ = browser.wait().await;
+    events.abort();
+    let _ = stop_tx.send(());
+    server.await.unwrap().unwrap();
+}

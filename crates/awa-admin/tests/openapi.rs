@@ -79,7 +79,7 @@ async fn real_responses_match_the_document() {
     let app = app(&pool, config(true));
     let t = Some(TOKEN);
 
-    let gets: Vec<(&str, String, StatusCode)> = vec![
+    let mut gets: Vec<(&str, String, StatusCode)> = vec![
         ("/api/info", "/api/info".into(), StatusCode::OK),
         ("/api/queues", "/api/queues".into(), StatusCode::OK),
         ("/api/jobs", "/api/jobs?limit=2".into(), StatusCode::OK),
@@ -118,6 +118,29 @@ async fn real_responses_match_the_document() {
         ("/api/runtimes", "/api/runtimes".into(), StatusCode::OK),
         ("/api/cron", "/api/cron".into(), StatusCode::OK),
     ];
+    let (failed, running, _) = seed_failures(&pool).await;
+    gets.extend([
+        (
+            "/api/jobs/{id}",
+            format!("/api/jobs/{failed}"),
+            StatusCode::OK,
+        ),
+        (
+            "/api/jobs/{id}",
+            format!("/api/jobs/{running}"),
+            StatusCode::OK,
+        ),
+        (
+            "/api/jobs",
+            "/api/jobs?args_contains=%7B%22user%22%3A42%7D".into(),
+            StatusCode::OK,
+        ),
+        (
+            "/api/jobs",
+            "/api/jobs?args_contains=oops".into(),
+            StatusCode::BAD_REQUEST,
+        ),
+    ]);
     for (template, uri, status) in gets {
         let r = get(&app, &uri, None).await;
         assert_eq!(r.status, status, "{uri}: {}", r.text);
@@ -165,6 +188,48 @@ async fn real_responses_match_the_document() {
             "/api/jobs/987654/cancel".into(),
             None,
             StatusCode::NOT_FOUND,
+            &app,
+        ),
+        (
+            "/api/jobs/retry",
+            "/api/jobs/retry".into(),
+            Some(json!({ "queue": "gamma", "state": "failed", "dry_run": true })),
+            StatusCode::OK,
+            &app,
+        ),
+        (
+            "/api/jobs/retry",
+            "/api/jobs/retry".into(),
+            Some(json!({ "queue": "gamma", "state": "running" })),
+            StatusCode::BAD_REQUEST,
+            &app,
+        ),
+        (
+            "/api/jobs/{id}/retry",
+            format!("/api/jobs/{failed}/retry"),
+            None,
+            StatusCode::OK,
+            &app,
+        ),
+        (
+            "/api/jobs/{id}/retry",
+            "/api/jobs/987654/retry".into(),
+            None,
+            StatusCode::NOT_FOUND,
+            &app,
+        ),
+        (
+            "/api/jobs/cancel",
+            "/api/jobs/cancel".into(),
+            Some(json!({ "queue": "gamma", "dry_run": true })),
+            StatusCode::OK,
+            &app,
+        ),
+        (
+            "/api/jobs/cancel",
+            "/api/jobs/cancel".into(),
+            Some(json!({ "queue": "gamma", "kind": "long" })),
+            StatusCode::OK,
             &app,
         ),
         (

@@ -69,7 +69,7 @@ pub enum Command {
     /// Inspect and prepare queue-storage substrates.
     #[command(subcommand)]
     Storage(StorageCommand),
-    /// Enqueue, inspect, list and cancel jobs.
+    /// Enqueue, inspect, list, cancel and retry jobs.
     #[command(subcommand)]
     Job(JobCommand),
     /// Queue counts and settings.
@@ -174,6 +174,11 @@ pub struct StorageConfigureArgs {
     /// (1024 to 268435456; 1 MiB by default).
     #[arg(long, value_name = "BYTES", allow_negative_numbers = true)]
     pub max_job_bytes: Option<i64>,
+    /// How long failed and cancelled jobs stay readable and retryable,
+    /// whatever the ring's history retention (e.g. 7days, the default;
+    /// 1s to 3650days).
+    #[arg(long, value_name = "DURATION", allow_hyphen_values = true)]
+    pub failure_retention: Option<String>,
 }
 
 #[derive(Debug, Args)]

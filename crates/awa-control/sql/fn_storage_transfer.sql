@@ -16,7 +16,8 @@
 -- right now is left for the next pass), and deleted from `from` in the
 -- statement that inserts it here. A job keeps its id, attempt count,
 -- run_at and unique key: ids and keys are database-wide (awa.job_id_seq,
--- awa.job_uniques), so nothing about the key changes.
+-- awa.job_uniques), so nothing about the key changes. Attempt records
+-- (ADR 11) move with the job.
 CREATE OR REPLACE FUNCTION {schema}.storage_transfer_in(p_from text, p_limit integer)
 RETURNS integer LANGUAGE plpgsql AS $fn$
 DECLARE
@@ -47,11 +48,11 @@ BEGIN
                                  ORDER BY x.run_at LIMIT $1 FOR UPDATE SKIP LOCKED)
             RETURNING d.job_id, d.queue, d.priority, d.kind, d.args, d.attempt, d.max_attempts,
                       d.run_lease, d.run_at, d.reason, d.created_at, d.unique_key, d.metadata,
-                      d.last_error
+                      d.last_error, d.attempts
         )
         INSERT INTO {schema}.deferred_jobs
             (job_id, queue, priority, kind, args, attempt, max_attempts, run_lease, run_at,
-             reason, created_at, unique_key, metadata, last_error)
+             reason, created_at, unique_key, metadata, last_error, attempts)
         SELECT * FROM moved$q$, p_from) USING p_limit;
     GET DIAGNOSTICS v_deferred = ROW_COUNT;
     EXECUTE format($q$
@@ -60,11 +61,12 @@ BEGIN
              WHERE d.job_id IN (SELECT x.job_id FROM %1$I.dlq_entries x
                                  ORDER BY x.dead_at LIMIT $1 FOR UPDATE SKIP LOCKED)
             RETURNING d.job_id, d.queue, d.priority, d.kind, d.args, d.attempt, d.max_attempts,
-                      d.run_lease, d.created_at, d.dead_at, d.last_error, d.metadata, d.unique_key
+                      d.run_lease, d.created_at, d.dead_at, d.last_error, d.metadata, d.unique_key,
+                      d.attempts
         )
         INSERT INTO {schema}.dlq_entries
             (job_id, queue, priority, kind, args, attempt, max_attempts, run_lease, created_at,
-             dead_at, last_error, metadata, unique_key)
+             dead_at, last_error, metadata, unique_key, attempts)
         SELECT * FROM moved$q$, p_from) USING p_limit;
     GET DIAGNOSTICS v_dead = ROW_COUNT;
     RETURN v_deferred + v_dead;

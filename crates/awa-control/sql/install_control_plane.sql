@@ -27,7 +27,14 @@ BEGIN
             -- this bounds a worker per job. Change with
             -- UPDATE <schema>.substrate_info SET max_job_bytes = n (migrator).
             max_job_bytes      integer     NOT NULL DEFAULT 1048576
-                               CHECK (max_job_bytes BETWEEN 1024 AND 268435456)
+                               CHECK (max_job_bytes BETWEEN 1024 AND 268435456),
+            -- How long a failed or cancelled job stays readable (and
+            -- retryable) in failure_entries, whatever the ring does; the
+            -- leader's failure_retention task deletes older ones. The
+            -- range is awa_core::bounds::FAILURE_RETENTION.
+            failure_retention  interval    NOT NULL DEFAULT interval '7 days'
+                CONSTRAINT substrate_info_failure_retention_in_range
+                CHECK (failure_retention BETWEEN interval '1 second' AND interval '3650 days')
         )$ddl$, p_schema);
 
     -- Append-only ring cursors: the newest generation of a ring is its

@@ -226,6 +226,16 @@ pub const DLQ_RETENTION: DurationBound = DurationBound {
     hint: "use e.g. 14days; purge at once with `awa dlq purge`",
 };
 
+/// How long failed and cancelled jobs stay readable and retryable
+/// (`awa storage configure --failure-retention`; also a CHECK on
+/// `substrate_info.failure_retention`).
+pub const FAILURE_RETENTION: DurationBound = DurationBound {
+    what: "--failure-retention",
+    min: Duration::from_secs(1),
+    max: days(3650),
+    hint: "use e.g. 7days (the default)",
+};
+
 /// Ring rotation cadence. Terminal history lasts about slot count x this.
 pub const ROTATE_INTERVAL: DurationBound = DurationBound {
     what: "--rotate-interval",
@@ -305,6 +315,11 @@ pub fn heartbeat_cadence(rescue_after: Duration, at_most: Duration) -> Duration 
 /// Longest error text (and cancel reason) stored with an attempt, in bytes
 /// of UTF-8. Longer text is cut on a character boundary and marked.
 pub const MAX_ERROR_BYTES: usize = 8 * 1024;
+
+/// Records of a job's attempts kept with it: the latest this many (each
+/// with an error of at most [`MAX_ERROR_BYTES`]), so a job that retries
+/// for ever carries a bounded history. Also `c_keep` in `attempt_push.sql`.
+pub const ATTEMPT_HISTORY: usize = 25;
 
 /// Retry and snooze delays a handler asks for are clamped into this range:
 /// 0 to 30 days. A longer delay would overflow a timestamp or an interval

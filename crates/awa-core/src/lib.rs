@@ -16,6 +16,7 @@ mod job;
 mod names;
 pub mod redact;
 pub mod routing;
+mod selection;
 pub mod sql;
 mod substrate;
 mod unique;
@@ -24,6 +25,7 @@ pub use ids::{Attempt, JobId, Priority, RunLease};
 pub use job::{AttemptToken, ClaimedJob, JobState, NewJob};
 pub use names::{QueueName, SchemaName, quote_ident};
 pub use routing::{Phase, Routing};
+pub use selection::{JobSelection, SelectionFor, check_containment};
 pub use substrate::{SlotCounts, SubstrateShape};
 pub use unique::Unique;
 
@@ -60,5 +62,11 @@ pub enum InvalidInput {
         min: String,
         max: String,
         hint: &'static str,
+    },
+    #[error("{what} cannot be {value:?}: {why}")]
+    Choice {
+        what: &'static str,
+        value: String,
+        why: &'static str,
     },
 }

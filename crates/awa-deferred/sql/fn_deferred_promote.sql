@@ -1,5 +1,6 @@
 -- {schema}.deferred_promote(limit): move up to `limit` due jobs into the
--- ready ring, earliest first. Returns how many moved.
+-- ready ring, earliest first, with their attempt records. Returns how many
+-- moved.
 --
 -- Safe with several promoters: rows are taken FOR UPDATE SKIP LOCKED, so
 -- two promoters split the due work instead of moving a job twice; the
@@ -41,7 +42,8 @@ BEGIN
           ARRAY(SELECT run_lease FROM ordered),
           ARRAY(SELECT created_at FROM ordered),
           ARRAY(SELECT unique_key FROM ordered),
-          ARRAY(SELECT metadata FROM ordered));
+          ARRAY(SELECT metadata FROM ordered),
+          ARRAY(SELECT attempts FROM ordered));
     RETURN v_count;
 END
 $fn$;

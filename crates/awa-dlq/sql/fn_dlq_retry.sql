@@ -1,6 +1,6 @@
 -- {schema}.dlq_retry(job_id, queue, all): put dead-lettered jobs back as
 -- fresh work (attempt 0, same id, run_lease continuing so any old writer
--- stays rejected). Either one id, or every entry (optionally of one queue).
+-- stays rejected, attempt records kept). Either one id, or every entry (optionally of one queue).
 --
 -- Returns one row per selected entry: held_by NULL when it was retried;
 -- otherwise the entry stays in the DLQ and held_by names the job that now
@@ -70,7 +70,8 @@ BEGIN
             ARRAY(SELECT run_lease FROM ordered),
             ARRAY(SELECT created_at FROM ordered),
             ARRAY(SELECT unique_key FROM ordered),
-            ARRAY(SELECT metadata FROM ordered)) a
+            ARRAY(SELECT metadata FROM ordered),
+            ARRAY(SELECT attempts FROM ordered)) a
     )
     SELECT a.job_id, NULL::text, NULL::bigint FROM appended a
     UNION ALL

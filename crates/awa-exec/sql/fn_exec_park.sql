@@ -94,7 +94,8 @@ BEGIN
                b.run_leases[k.item] AS run_lease, b.queue, b.attempts[k.item] AS attempt,
                b.claimed_at, b.instance_id, b.ready_seqs[k.item] AS ready_seq,
                cardinality(b.job_ids) AS size,
-               e.kind, e.args, e.priority, e.max_attempts, e.created_at, e.unique_key, e.metadata
+               e.kind, e.args, e.priority, e.max_attempts, e.created_at, e.unique_key, e.metadata,
+               e.attempts
           FROM unnest(v_slots, v_batches, v_items) AS k(slot, batch_id, item)
           JOIN {schema}.claim_batches b ON b.slot = k.slot AND b.batch_id = k.batch_id
           JOIN {schema}.ready_entries e
@@ -131,11 +132,12 @@ BEGIN
         INSERT INTO {schema}.parked_attempts
             (job_id, run_lease, claim_slot, batch_id, item, queue, attempt, claimed_at, deadline_at,
              instance_id, heartbeat_at, callback_id, callback_timeout,
-             ready_seq, kind, args, priority, max_attempts, created_at, unique_key, metadata)
+             ready_seq, kind, args, priority, max_attempts, created_at, unique_key, metadata,
+             attempts)
         SELECT o.job_id, o.run_lease, o.slot, o.batch_id, o.item, o.queue, o.attempt, o.claimed_at,
                l.deadline_at, o.instance_id, l.heartbeat_at, l.callback_id, l.callback_timeout,
                o.ready_seq, o.kind, o.args, o.priority, o.max_attempts, o.created_at,
-               o.unique_key, o.metadata
+               o.unique_key, o.metadata, o.attempts
           FROM open o
           JOIN closed c ON c.slot = o.slot AND c.batch_id = o.batch_id
           LEFT JOIN LATERAL (

@@ -39,13 +39,16 @@
 -- Evidence written (the hot path is the first line):
 --   completed (from a batch) -> one done_batches row per queue slot and
 --                               queue touched, body left in its ready slot
---   cancelled / failed, or completed from parked -> one done_entries row each,
---                               with the body copied in
+--   completed from parked    -> one done_entries row each, body copied in
+--   cancelled / failed       -> one failure_entries row each, body copied
+--                               in, kept for failure_retention (ADR 11)
 --   dead_lettered                   -> dlq_entries (queue opted in)
 --   retryable / snoozed / available -> deferred_jobs, promoted when due
 -- plus one count delta per (slot, queue, state). Retries past
 -- max_attempts fail (or dead-letter); snooze and release do not count the
--- attempt.
+-- attempt. Every row but the completion's carries the job's attempt
+-- records with this attempt's appended (attempt_push, ADR 11): those rows
+-- copy the body anyway, and a completion from a batch writes nothing new.
 --
 -- Bounds (SQLSTATE 22023, before anything is read or written; the Rust
 -- side clamps what handlers return to the same): arrays of one length, an
@@ -103,7 +106,8 @@ BEGIN
         -- lookups are LATERAL so they stay index probes per batch whatever
         -- the planner thinks of the (unknown) batch count.
         SELECT b.slot, b.batch_id, b.queue, b.job_ids, b.run_leases, b.attempts,
-               b.ready_slots, b.ready_seqs, b.priorities, b.shards, b.keyed, ch.last_link, ch.closed
+               b.ready_slots, b.ready_seqs, b.priorities, b.shards, b.keyed, ch.last_link, ch.closed,
+               b.claimed_at, b.instance_id
           FROM (SELECT DISTINCT i.claim_slot, i.batch_id FROM input i) k
          CROSS JOIN LATERAL (
                 SELECT b.* FROM {schema}.claim_batches b
@@ -126,7 +130,8 @@ BEGIN
                -- The body is read only when the outcome needs it: a retry
                -- or a failure copies it, a keyed job releases its key. A
                -- plain completion leaves it where it is, unread.
-               (i.outcome <> 'complete' OR coalesce(i.item = ANY (b.keyed), false)) AS needs_body
+               (i.outcome <> 'complete' OR coalesce(i.item = ANY (b.keyed), false)) AS needs_body,
+               b.claimed_at AS started_at, b.instance_id
           FROM input i
           LEFT JOIN batches b ON b.slot = i.claim_slot AND b.batch_id = i.batch_id
     ),
@@ -135,7 +140,8 @@ BEGIN
                p.error, p.ord, 'batch'::text AS src, p.queue, p.attempt, p.hist_slot, p.hist_seq,
                p.lane_priority, p.lane_shard, NULL::jsonb AS hist_body,
                e.kind, e.args, e.priority, e.max_attempts, e.created_at, e.unique_key, e.metadata,
-               coalesce(m.dlq_enabled, false) AS dlq
+               coalesce(m.dlq_enabled, false) AS dlq,
+               p.started_at, p.instance_id, e.attempts AS history
           FROM probe p
           LEFT JOIN LATERAL (
                 SELECT e.* FROM {schema}.ready_entries e
@@ -161,7 +167,8 @@ BEGIN
                NULL::bigint AS hist_seq, NULL::smallint AS lane_priority, NULL::smallint AS lane_shard,
                {schema}.job_body(p.kind, p.args, p.priority, p.max_attempts, p.created_at, p.metadata) AS hist_body,
                p.kind, p.args, p.priority, p.max_attempts, p.created_at, p.unique_key, p.metadata,
-               coalesce(m.dlq_enabled, false) AS dlq
+               coalesce(m.dlq_enabled, false) AS dlq,
+               p.claimed_at, p.instance_id, p.attempts
           FROM probe i
           JOIN {schema}.parked_attempts p ON p.job_id = i.job_id AND p.run_lease = i.run_lease
           LEFT JOIN awa.queue_meta m ON m.queue = p.queue
@@ -245,21 +252,43 @@ BEGIN
          GROUP BY w.hist_slot, w.queue
     ),
     history AS (
-        -- Rare rows, so they carry the body: no lookup to hydrate them.
+        -- A parked attempt's body may be in a slot that is gone: the fact
+        -- carries it.
         INSERT INTO {schema}.done_entries
-            (slot, job_id, run_lease, queue, state, attempt, body, last_error)
+            (slot, job_id, run_lease, queue, state, attempt, body, last_error, attempts)
         SELECT w.hist_slot, w.job_id, w.run_lease, w.queue, w.next_state, w.attempt,
-               coalesce(w.hist_body,
-                        {schema}.job_body(w.kind, w.args, w.priority, w.max_attempts, w.created_at, w.metadata)),
-               w.error
+               w.hist_body, w.error,
+               {schema}.attempt_push(w.history, w.attempt, w.outcome, w.next_state,
+                                     w.started_at, w.instance_id, w.error)
+          FROM won w
+         WHERE w.next_state = 'completed' AND w.src = 'parked'
+    ),
+    failures AS (
+        -- Failed and cancelled jobs leave the ring (ADR 11): kept for the
+        -- substrate's failure_retention, readable and retryable meanwhile.
+        -- A job is terminal once until it is retried, which deletes its
+        -- row; should a row be there anyway, the newer fact replaces it.
+        INSERT INTO {schema}.failure_entries AS f
+            (job_id, run_lease, queue, state, attempt, priority, kind, args, max_attempts,
+             created_at, unique_key, metadata, last_error, attempts)
+        SELECT w.job_id, w.run_lease, w.queue, w.next_state, w.attempt, w.priority, w.kind,
+               w.args, w.max_attempts, w.created_at, w.unique_key, w.metadata, w.error,
+               {schema}.attempt_push(w.history, w.attempt, w.outcome, w.next_state,
+                                     w.started_at, w.instance_id, w.error)
           FROM won w
          WHERE w.next_state IN ('cancelled', 'failed')
-            OR (w.next_state = 'completed' AND w.src = 'parked')
+        ON CONFLICT (job_id) DO UPDATE
+           SET run_lease = EXCLUDED.run_lease, queue = EXCLUDED.queue, state = EXCLUDED.state,
+               attempt = EXCLUDED.attempt, priority = EXCLUDED.priority, kind = EXCLUDED.kind,
+               args = EXCLUDED.args, max_attempts = EXCLUDED.max_attempts,
+               created_at = EXCLUDED.created_at, finalized_at = EXCLUDED.finalized_at,
+               unique_key = EXCLUDED.unique_key, metadata = EXCLUDED.metadata,
+               last_error = EXCLUDED.last_error, attempts = EXCLUDED.attempts
     ),
     deferred AS (
         INSERT INTO {schema}.deferred_jobs
             (job_id, queue, priority, kind, args, attempt, max_attempts, run_lease, run_at,
-             reason, created_at, unique_key, metadata, last_error)
+             reason, created_at, unique_key, metadata, last_error, attempts)
         SELECT w.job_id, w.queue, w.priority, w.kind, w.args,
                CASE WHEN w.next_state = 'retryable' THEN w.attempt ELSE w.attempt - 1 END,
                w.max_attempts, w.run_lease,
@@ -268,16 +297,20 @@ BEGIN
                         make_interval(secs => least(power(2, w.attempt), 3600) * (0.75 + random() * 0.5)))
                END,
                CASE w.next_state WHEN 'retryable' THEN 'retry' WHEN 'snoozed' THEN 'snoozed' ELSE 'released' END,
-               w.created_at, w.unique_key, w.metadata, w.error
+               w.created_at, w.unique_key, w.metadata, w.error,
+               {schema}.attempt_push(w.history, w.attempt, w.outcome, w.next_state,
+                                     w.started_at, w.instance_id, w.error)
           FROM won w
          WHERE w.next_state IN ('retryable', 'snoozed', 'available')
     ),
     dead AS (
         INSERT INTO {schema}.dlq_entries
             (job_id, queue, priority, kind, args, attempt, max_attempts, run_lease,
-             created_at, last_error, metadata, unique_key)
+             created_at, last_error, metadata, unique_key, attempts)
         SELECT w.job_id, w.queue, w.priority, w.kind, w.args, w.attempt, w.max_attempts,
-               w.run_lease, w.created_at, w.error, w.metadata, w.unique_key
+               w.run_lease, w.created_at, w.error, w.metadata, w.unique_key,
+               {schema}.attempt_push(w.history, w.attempt, w.outcome, w.next_state,
+                                     w.started_at, w.instance_id, w.error)
           FROM won w
          WHERE w.next_state = 'dead_lettered'
     ),

@@ -124,7 +124,9 @@ BEGIN
             created_at       timestamptz NOT NULL,
             unique_key       text,
             metadata         jsonb,
-            parked_at        timestamptz NOT NULL DEFAULT now()
+            parked_at        timestamptz NOT NULL DEFAULT now(),
+            -- The body's attempt records (ADR 11).
+            attempts         jsonb
         ) WITH (fillfactor = 70)$ddl$, p_schema);
 
     -- Progress and checkpoints survive retries, so they live outside the

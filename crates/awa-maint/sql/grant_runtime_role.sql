@@ -74,11 +74,16 @@
 --                                   dlq retry locks the entries it moves
 --                                   (FOR UPDATE needs U), dlq
 --                                   retry/purge/retention delete
+--   failure_entries           SIUD  finish/cancel keep failed and
+--                                   cancelled jobs (insert; the upsert
+--                                   needs U); retry on demand locks them
+--                                   (FOR UPDATE needs U) and deletes; the
+--                                   failure_retention task deletes
 --   count_rollups             SIU   prune folds deltas (upsert); stats
 --   ready_entries             SI    ready_append (enqueue, promote, dlq
 --                                   retry); claim/finish/views read
 --   ready_tombstones          SI    cancel of a waiting job
---   done_entries              SI    finish/cancel terminal facts
+--   done_entries              SI    finish: completions of parked attempts
 --   done_batches              SI    finish (completions, one row per call
 --                                   and slot); views read
 --   count_deltas              SID   finish/cancel; prune folds (delete)
@@ -148,6 +153,7 @@ DECLARE
         ['substrate', 'exec_settings',            'SELECT, INSERT, UPDATE'],
         ['substrate', 'history_horizon',          'SELECT, INSERT, UPDATE'],
         ['substrate', 'dlq_entries',              'SELECT, INSERT, UPDATE, DELETE'],
+        ['substrate', 'failure_entries',          'SELECT, INSERT, UPDATE, DELETE'],
         ['substrate', 'count_rollups',            'SELECT, INSERT, UPDATE'],
         ['substrate', 'ready_entries',            'SELECT, INSERT'],
         ['substrate', 'ready_tombstones',         'SELECT, INSERT'],

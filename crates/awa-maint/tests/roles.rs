@@ -446,6 +446,7 @@ const SUBSTRATE: &[(&str, &str)] = &[
     ("exec_settings", "SIU"),
     ("history_horizon", "SIU"),
     ("dlq_entries", "SIUD"),
+    ("failure_entries", "SIUD"),
     ("count_rollups", "SIU"),
     ("ready_entries", "SI"),
     ("ready_tombstones", "SI"),
@@ -987,6 +988,60 @@ async fn every_runtime_path_works_under_the_runtime_role() {
     );
     dlq.prune_expired(&mut rt, 100).await.unwrap();
 
+    // Kept failures (ADR 11): retry one on demand, retry and cancel by
+    // selection (dry run first), the retention pass.
+    let kept = PgHistoryPlane::new(schema.clone());
+    assert_eq!(
+        kept.retry(&mut rt, &[waiting]).await.unwrap().retried,
+        vec![waiting]
+    );
+    let cancelled_far = awa_core::JobSelection {
+        queue: q.clone(),
+        state: Some(awa_core::JobState::Cancelled),
+        kind: Some("t".into()),
+        args_contains: Some(serde_json::json!({ "far": 1 })),
+    };
+    let reads = [schema.clone()];
+    assert_eq!(
+        awa_history::retry_matching(&mut rt, &reads, &cancelled_far, true)
+            .await
+            .unwrap()
+            .matched,
+        1
+    );
+    assert_eq!(
+        awa_history::retry_matching(&mut rt, &reads, &cancelled_far, false)
+            .await
+            .unwrap()
+            .retried,
+        vec![scheduled]
+    );
+    let first = awa_core::JobSelection {
+        queue: q.clone(),
+        state: Some(awa_core::JobState::Available),
+        kind: None,
+        args_contains: Some(serde_json::json!({ "i": 0 })),
+    };
+    assert_eq!(
+        awa_exec::cancel_matching(&mut rt, &reads, &first, true)
+            .await
+            .unwrap()
+            .matched,
+        1
+    );
+    assert_eq!(
+        awa_exec::cancel_matching(&mut rt, &reads, &first, false)
+            .await
+            .unwrap()
+            .cancelled[0]
+            .id,
+        waiting
+    );
+    assert_eq!(kept.prune_failures(&mut rt, 100).await.unwrap(), 0);
+    let job = kept.job(&mut rt, waiting).await.unwrap().unwrap();
+    assert_eq!(job.state, awa_core::JobState::Cancelled);
+    assert!(job.attempts.is_some());
+
     // Reads: dump, list, stats, health, pending, storage status.
     let history = PgHistoryPlane::new(schema.clone());
     assert!(
@@ -1035,7 +1090,10 @@ async fn every_runtime_path_works_under_the_runtime_role() {
         j.unique = Some(awa_core::Unique::by_args().period(Duration::from_secs(3600)));
         j
     };
-    let made = ready.enqueue(&mut rt, &[spec_job(1), spec_job(2)]).await.unwrap();
+    let made = ready
+        .enqueue(&mut rt, &[spec_job(1), spec_job(2)])
+        .await
+        .unwrap();
     let claimed = claim_n(&mut rt, &kq, 2).await;
     let batch: Vec<_> = claimed
         .iter()
@@ -1056,9 +1114,9 @@ async fn every_runtime_path_works_under_the_runtime_role() {
         "UPDATE awa.job_uniques SET hold_until = now() - interval '1 second'
           WHERE finished_at IS NOT NULL",
     )
-        .execute(&mut admin)
-        .await
-        .unwrap();
+    .execute(&mut admin)
+    .await
+    .unwrap();
     assert!(ready.enqueue(&mut rt, &[spec_job(1)]).await.unwrap()[0].inserted);
 
     // Every maintenance task, one pass each, on a pool of the role; then

@@ -2,12 +2,13 @@
 -- slot. Used by enqueue, promotion and release; nothing else inserts into
 -- ready_entries.
 --
--- Parameters are parallel arrays, one element per job, in lane order.
--- Returns each job's id, slot and lane position. Refused with SQLSTATE
--- 22023 before anything is written (the runtime role may call this
--- directly): arrays of different lengths, a NULL id, queue, kind or args,
--- a priority outside 1..4 (awa_core::bounds::PRIORITY), max attempts
--- outside 1..1000 (MAX_ATTEMPTS), a negative attempt or run lease.
+-- Parameters are parallel arrays, one element per job, in lane order;
+-- p_histories (the jobs' attempt records, ADR 11) may be left out: new
+-- jobs have none. Returns each job's id, slot and lane position. Refused
+-- with SQLSTATE 22023 before anything is written (the runtime role may
+-- call this directly): arrays of different lengths, a NULL id, queue, kind
+-- or args, a priority outside 1..4 (awa_core::bounds::PRIORITY), max
+-- attempts outside 1..1000 (MAX_ATTEMPTS), a negative attempt or run lease.
 --
 -- Ordering rule that must not be broken: the transaction id is assigned,
 -- and the per-queue producer lock taken, BEFORE any lane position is drawn
@@ -31,7 +32,8 @@ CREATE OR REPLACE FUNCTION {schema}.ready_append(
     p_run_leases   bigint[],
     p_created_at   timestamptz[],
     p_unique_keys  text[],
-    p_metadata     jsonb[]
+    p_metadata     jsonb[],
+    p_histories    jsonb[] DEFAULT NULL
 ) RETURNS TABLE (job_id bigint, slot integer, lane_seq bigint)
 LANGUAGE plpgsql AS $fn$
 #variable_conflict use_column
@@ -48,7 +50,9 @@ BEGIN
        OR array_length(p_run_leases, 1) IS DISTINCT FROM array_length(p_job_ids, 1)
        OR array_length(p_created_at, 1) IS DISTINCT FROM array_length(p_job_ids, 1)
        OR array_length(p_unique_keys, 1) IS DISTINCT FROM array_length(p_job_ids, 1)
-       OR array_length(p_metadata, 1) IS DISTINCT FROM array_length(p_job_ids, 1) THEN
+       OR array_length(p_metadata, 1) IS DISTINCT FROM array_length(p_job_ids, 1)
+       OR (p_histories IS NOT NULL
+           AND array_length(p_histories, 1) IS DISTINCT FROM array_length(p_job_ids, 1)) THEN
         RAISE EXCEPTION 'ready_append arrays differ in length' USING ERRCODE = 'invalid_parameter_value',
               HINT = 'Send one element per job in every array.';
     END IF;
@@ -91,17 +95,19 @@ BEGIN
     RETURN QUERY
     INSERT INTO {schema}.ready_entries AS r
         (slot, queue, priority, shard, lane_seq, job_id, kind, args, attempt,
-         max_attempts, run_lease, created_at, ready_at, unique_key, metadata)
+         max_attempts, run_lease, created_at, ready_at, unique_key, metadata, attempts)
     SELECT v_slot, i.queue, i.priority,
            (i.job_id % coalesce(m.shard_count, 1))::smallint,
            nextval('{schema}.ready_seq'),
            i.job_id, i.kind, i.args, i.attempt, i.max_attempts, i.run_lease,
-           i.created_at, clock_timestamp(), i.unique_key, i.metadata
+           i.created_at, clock_timestamp(), i.unique_key, i.metadata, i.history
+      -- A multi-argument unnest pads a shorter (or NULL) array with NULLs.
       FROM unnest(p_job_ids, p_queues, p_priorities, p_kinds, p_args, p_attempts,
-                  p_max_attempts, p_run_leases, p_created_at, p_unique_keys, p_metadata)
+                  p_max_attempts, p_run_leases, p_created_at, p_unique_keys, p_metadata,
+                  p_histories)
            WITH ORDINALITY
            AS i(job_id, queue, priority, kind, args, attempt, max_attempts, run_lease,
-                created_at, unique_key, metadata, ord)
+                created_at, unique_key, metadata, history, ord)
       LEFT JOIN awa.queue_meta m ON m.queue = i.queue
      ORDER BY i.ord
     RETURNING r.job_id, r.slot, r.lane_seq;

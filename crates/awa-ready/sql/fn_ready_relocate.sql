@@ -92,9 +92,10 @@ BEGIN
     copied AS (
         INSERT INTO {schema}.ready_entries
             (slot, queue, priority, shard, lane_seq, job_id, kind, args, attempt,
-             max_attempts, run_lease, created_at, ready_at, unique_key, metadata)
+             max_attempts, run_lease, created_at, ready_at, unique_key, metadata, attempts)
         SELECT v_cur, m.queue, m.priority, m.shard, m.lane_seq, m.job_id, m.kind, m.args, m.attempt,
-               m.max_attempts, m.run_lease, m.created_at, m.ready_at, m.unique_key, m.metadata
+               m.max_attempts, m.run_lease, m.created_at, m.ready_at, m.unique_key, m.metadata,
+               m.attempts
           FROM moving m
         RETURNING 1
     ),

@@ -11,7 +11,8 @@
 --               this transaction;
 --   another id  the key is held by that job (unfinished, or finished and
 --               still holding: see job_uniques): create nothing for element i.
--- Used by enqueue and dlq_retry; nothing else inserts into job_uniques.
+-- Used by enqueue, dlq_retry and failure_retry; nothing else inserts into
+-- job_uniques.
 --
 -- The rule that must not be broken: a key row commits only together with
 -- its job, and a job carrying a key is created only by the element that

@@ -2,7 +2,7 @@
 //! transaction or on the pool.
 
 use crate::{Error, InsertOpts, Job, job::new_job};
-use awa_core::{JobId, NewJob, SchemaName};
+use awa_core::{JobId, JobSelection, NewJob, SchemaName};
 use awa_ready::{PgReadyPlane, ReadyPlane};
 use sqlx::{Acquire, PgPool, Postgres};
 use std::sync::Arc;
@@ -281,6 +281,43 @@ impl Client {
         let mut conn = self.pool.acquire().await?;
         let reads = self.routing(&mut conn).await?.reads();
         Ok(awa_exec::cancel_in(&mut conn, &reads, id).await?)
+    }
+
+    /// Put a failed or cancelled job back as fresh work: the same id, its
+    /// attempts start again and its attempt history is kept, whether or
+    /// not its queue dead-letters (dead letters: the DLQ's own retry).
+    /// Returns what happened (`matched == 0`: no failure of that job is
+    /// kept; `kept`: a newer unfinished job holds its unique key), or None
+    /// when no substrate keeps a failure of that job.
+    pub async fn retry(&self, id: JobId) -> Result<Option<awa_history::Retried>, Error> {
+        let mut conn = self.pool.acquire().await?;
+        let reads = self.routing(&mut conn).await?.reads();
+        Ok(awa_history::retry_in(&mut conn, &reads, id).await?)
+    }
+
+    /// Put back every failed or cancelled job `selection` names (its
+    /// `state` must be failed or cancelled), or with `dry_run` only count
+    /// them. Failures recorded after the call began are left alone.
+    pub async fn retry_matching(
+        &self,
+        selection: &JobSelection,
+        dry_run: bool,
+    ) -> Result<awa_history::Retried, Error> {
+        let mut conn = self.pool.acquire().await?;
+        let reads = self.routing(&mut conn).await?.reads();
+        Ok(awa_history::retry_matching(&mut conn, &reads, selection, dry_run).await?)
+    }
+
+    /// Cancel every unfinished job `selection` names (any unfinished
+    /// state, or the one it names), or with `dry_run` only count them.
+    pub async fn cancel_matching(
+        &self,
+        selection: &JobSelection,
+        dry_run: bool,
+    ) -> Result<awa_exec::BulkCancelled, Error> {
+        let mut conn = self.pool.acquire().await?;
+        let reads = self.routing(&mut conn).await?.reads();
+        Ok(awa_exec::cancel_matching(&mut conn, &reads, selection, dry_run).await?)
     }
 
     /// Stop the workers started by [`crate::ClientBuilder::start`]: no new

@@ -69,7 +69,9 @@ pub use retry::RetryPolicy;
 /// `#[derive(Job)]`: see [`Job`].
 pub use awa_macros::Job;
 
-pub use awa_core::{JobId, JobState, NewJob, Priority, QueueName, SchemaName, Unique};
+pub use awa_core::{
+    JobId, JobSelection, JobState, NewJob, Priority, QueueName, SchemaName, Unique,
+};
 pub use awa_exec::Progress;
 pub use awa_exec::worker::{
     Handler, HandlerResult, JobContext, JobError, JobEvent, Outcome, StatsSnapshot, Worked,

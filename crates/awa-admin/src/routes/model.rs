@@ -72,6 +72,25 @@ pub struct JobDetail {
     pub progress: Option<AttemptProgress>,
 }
 
+/// Which jobs a bulk action applies to: one queue's, narrowed by state,
+/// kind and args containment.
+#[derive(Debug, serde::Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct BulkSelection {
+    pub queue: String,
+    /// Retry: failed or cancelled (required). Cancel: available,
+    /// scheduled, retryable, snoozed or running (absent: any of them).
+    pub state: Option<String>,
+    pub kind: Option<String>,
+    /// jsonb containment: `{"user": 42}` matches args holding that key
+    /// with that value.
+    #[schema(value_type = Option<Object>)]
+    pub args_contains: Option<serde_json::Value>,
+    /// Only count the jobs that match; change nothing.
+    #[serde(default)]
+    pub dry_run: bool,
+}
+
 #[derive(Debug, serde::Serialize, utoipa::ToSchema)]
 pub struct Cancelled {
     pub id: JobId,

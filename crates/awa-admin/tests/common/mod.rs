@@ -263,3 +263,76 @@ pub async fn state_of(pool: &PgPool, id: JobId) -> String {
         .await
         .unwrap()
 }
+
+/// gamma (no DLQ): one job that failed three times with three different
+/// errors ("error 1" .. "error 3"), run by a registered runtime; and one
+/// job running under that runtime. Returns (failed, running, runtime).
+pub async fn seed_failures(pool: &PgPool) -> (JobId, JobId, uuid::Uuid) {
+    use awa_maint::tasks::MaintTask;
+    let mut conn = pool.acquire().await.unwrap();
+    let runtime = uuid::Uuid::new_v4();
+    awa_control::runtimes::register(
+        &mut conn,
+        &awa_control::runtimes::RuntimeInfo {
+            instance_id: runtime,
+            role: "worker",
+            queues: vec!["gamma".into()],
+        },
+    )
+    .await
+    .unwrap();
+    drop(conn);
+    let mut job = NewJob::new(queue("gamma"), "sync", serde_json::json!({ "user": 42 }));
+    job.max_attempts = Some(3);
+    let failed = enqueue(pool, &[job]).await[0];
+    let promote = awa_maint::tasks::Promote::new(schema(), Duration::from_millis(10));
+    let plane = PgExecPlane::new(schema());
+    for n in 1..=3 {
+        let c = loop {
+            promote.run_once(pool).await.unwrap();
+            let mut conn = pool.acquire().await.unwrap();
+            let mut got = plane
+                .claim(
+                    &mut conn,
+                    &queue("gamma"),
+                    1,
+                    &mut Frontier::default(),
+                    Some(runtime),
+                )
+                .await
+                .unwrap();
+            if let Some(c) = got.pop() {
+                break c;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        };
+        let error = Finish::Retry {
+            delay: Some(Duration::ZERO),
+            error: format!("error {n}"),
+        };
+        finish(pool, &[(c.token, error)]).await;
+    }
+    let running = enqueue(
+        pool,
+        &[NewJob::new(queue("gamma"), "long", serde_json::json!({}))],
+    )
+    .await[0];
+    let mut conn = pool.acquire().await.unwrap();
+    loop {
+        let got = plane
+            .claim(
+                &mut conn,
+                &queue("gamma"),
+                1,
+                &mut Frontier::default(),
+                Some(runtime),
+            )
+            .await
+            .unwrap();
+        if !got.is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    (failed, running, runtime)
+}

@@ -1,17 +1,24 @@
 //! `awa job ...`
 
-use clap::{Args, Subcommand};
+use clap::{ArgGroup, Args, Subcommand};
 
 #[derive(Debug, Subcommand)]
 pub enum JobCommand {
     /// Enqueue a job, or --count copies of it in one transaction.
     Enqueue(Box<EnqueueArgs>),
-    /// Show everything known about one job.
+    /// Show everything known about one job: every attempt, and who holds
+    /// it while it runs.
     Dump(JobIdArg),
-    /// Cancel a job that has not finished yet.
-    Cancel(JobIdArg),
+    /// Cancel a job that has not finished yet, or every unfinished job of
+    /// a queue that matches --state, --kind and --args-contains.
+    Cancel(JobCancelArgs),
     /// List jobs, newest first.
     List(JobListArgs),
+    /// Put a failed or cancelled job back as fresh work (same id, attempts
+    /// start again, history kept), or every one of a queue that matches
+    /// --state, --kind and --args-contains. Works whether or not the queue
+    /// dead-letters (dead-lettered jobs: `awa dlq retry`).
+    Retry(JobRetryArgs),
 }
 
 #[derive(Debug, Args)]
@@ -85,7 +92,63 @@ pub struct JobListArgs {
     /// cancelled or dead_lettered.
     #[arg(long)]
     pub state: Option<String>,
+    /// Only this job kind.
+    #[arg(long)]
+    pub kind: Option<String>,
+    /// Only jobs whose args contain this JSON (jsonb containment):
+    /// '{"user": 42}' matches any args with that key and value.
+    #[arg(long, value_name = "JSON")]
+    pub args_contains: Option<String>,
     /// At most this many jobs (1 to 10000).
     #[arg(long, default_value_t = 50, allow_negative_numbers = true)]
     pub limit: i64,
+}
+
+/// `awa job retry ID` or `awa job retry --queue Q --state S [...]`.
+#[derive(Debug, Args)]
+#[command(group(ArgGroup::new("which").required(true).args(["id", "queue"])))]
+pub struct JobRetryArgs {
+    /// The failed or cancelled job to put back.
+    #[arg(allow_negative_numbers = true)]
+    pub id: Option<i64>,
+    /// Every kept failure of this queue that matches the filters below.
+    #[arg(long, requires = "state", conflicts_with = "id")]
+    pub queue: Option<String>,
+    /// failed or cancelled (required with --queue).
+    #[arg(long, requires = "queue")]
+    pub state: Option<String>,
+    /// Only this job kind.
+    #[arg(long, requires = "queue")]
+    pub kind: Option<String>,
+    /// Only jobs whose args contain this JSON (jsonb containment).
+    #[arg(long, value_name = "JSON", requires = "queue")]
+    pub args_contains: Option<String>,
+    /// Only say how many jobs would be put back; change nothing.
+    #[arg(long, requires = "queue")]
+    pub dry_run: bool,
+}
+
+/// `awa job cancel ID` or `awa job cancel --queue Q [...]`.
+#[derive(Debug, Args)]
+#[command(group(ArgGroup::new("which").required(true).args(["id", "queue"])))]
+pub struct JobCancelArgs {
+    /// The unfinished job to cancel.
+    #[arg(allow_negative_numbers = true)]
+    pub id: Option<i64>,
+    /// Every unfinished job of this queue that matches the filters below.
+    #[arg(long, conflicts_with = "id")]
+    pub queue: Option<String>,
+    /// Only jobs in this state: available, scheduled, retryable, snoozed
+    /// or running.
+    #[arg(long, requires = "queue")]
+    pub state: Option<String>,
+    /// Only this job kind.
+    #[arg(long, requires = "queue")]
+    pub kind: Option<String>,
+    /// Only jobs whose args contain this JSON (jsonb containment).
+    #[arg(long, value_name = "JSON", requires = "queue")]
+    pub args_contains: Option<String>,
+    /// Only say how many jobs would be cancelled; change nothing.
+    #[arg(long, requires = "queue")]
+    pub dry_run: bool,
 }

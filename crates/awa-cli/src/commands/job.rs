@@ -2,8 +2,8 @@
 
 use crate::cli::{Cli, EnqueueArgs, JobCommand, JobListArgs};
 use crate::{db, error::CliError, input, output, progress::Progress};
-use awa_core::{JobState, NewJob, Priority, QueueName, Unique, bounds};
-use awa_history::{HistoryPlane, JobView, PgHistoryPlane};
+use awa_core::{JobSelection, JobState, NewJob, Priority, QueueName, Unique, bounds};
+use awa_history::{HistoryPlane, JobFilter, JobView, PgHistoryPlane};
 use awa_ready::{Enqueued, PgReadyPlane, ReadyPlane};
 use sqlx::Connection;
 
@@ -16,8 +16,15 @@ pub async fn run(cli: &Cli, cmd: &JobCommand) -> Result<(), CliError> {
     match cmd {
         JobCommand::Enqueue(args) => enqueue(cli, args).await,
         JobCommand::Dump(arg) => dump(cli, arg.id).await,
-        JobCommand::Cancel(arg) => cancel(cli, arg.id).await,
+        JobCommand::Cancel(args) => match args.id {
+            Some(id) => cancel(cli, id).await,
+            None => super::job_bulk::cancel(cli, args).await,
+        },
         JobCommand::List(args) => list(cli, args).await,
+        JobCommand::Retry(args) => match args.id {
+            Some(id) => super::job_bulk::retry_one(cli, id).await,
+            None => super::job_bulk::retry(cli, args).await,
+        },
     }
 }
 
@@ -252,7 +259,7 @@ async fn dump(cli: &Cli, id: i64) -> Result<(), CliError> {
 
 fn dump_text(job: &JobView) -> String {
     let json = |v: &serde_json::Value| v.to_string();
-    [
+    let mut lines: Vec<String> = [
         ("id", job.id.to_string()),
         ("queue", output::clean(&job.queue)),
         ("kind", output::clean(&job.kind)),
@@ -274,8 +281,69 @@ fn dump_text(job: &JobView) -> String {
     ]
     .iter()
     .map(|(k, v)| format!("{k}: {v}"))
-    .collect::<Vec<_>>()
-    .join("\n")
+    .collect();
+    if let Some(h) = &job.holder {
+        lines.push(format!("holder: {}", holder_text(h)));
+        if let Some(at) = h.attempt_heartbeat_at {
+            lines.push(format!("attempt heartbeat: {}", at.to_rfc3339()));
+        }
+    }
+    let attempts = job.attempts.as_deref().unwrap_or_default();
+    if attempts.is_empty() {
+        lines.push("attempts: none yet".into());
+    } else {
+        lines.push("attempts:".into());
+        lines.extend(attempts.iter().map(attempt_text));
+    }
+    lines.join("\n")
+}
+
+/// `instance (host pid N), seen 2s ago`, or that the registry forgot it.
+pub(crate) fn holder_text(h: &awa_history::Holder) -> String {
+    match (&h.host, h.pid, h.heartbeat_age_secs) {
+        (Some(host), Some(pid), Some(age)) => format!(
+            "{} ({} pid {pid}), last heartbeat {age:.1}s ago",
+            h.instance_id,
+            output::clean(host)
+        ),
+        _ => format!(
+            "{} (no longer registered: it stopped reporting; rescue will take the job)",
+            h.instance_id
+        ),
+    }
+}
+
+/// One line of the attempt timeline: number, outcome, when, how long,
+/// where, and the error.
+fn attempt_text(a: &awa_history::AttemptRecord) -> String {
+    let time = |t: Option<chrono::DateTime<chrono::Utc>>| {
+        t.map_or("?".to_string(), |t| {
+            t.format("%Y-%m-%d %H:%M:%S%.3f UTC").to_string()
+        })
+    };
+    let span = match (a.started_at, a.ended_at) {
+        (Some(s), Some(e)) => format!(
+            "{} -> {} ({:.3}s)",
+            time(Some(s)),
+            e.format("%H:%M:%S%.3f"),
+            (e - s).num_milliseconds() as f64 / 1000.0
+        ),
+        (Some(s), None) => format!("{} -> (running)", time(Some(s))),
+        (None, e) => format!("ended {}", time(e)),
+    };
+    let runtime = a
+        .runtime
+        .as_ref()
+        .map_or(String::new(), |r| match (&r.host, r.pid, r.id) {
+            (Some(host), Some(pid), _) => format!(" on {} pid {pid}", output::clean(host)),
+            (_, _, Some(id)) => format!(" on runtime {id}"),
+            _ => String::new(),
+        });
+    let error = a
+        .error
+        .as_deref()
+        .map_or(String::new(), |e| format!(": {}", output::clean(e)));
+    format!("  #{} {}  {span}{runtime}{error}", a.attempt, a.outcome)
 }
 
 async fn cancel(cli: &Cli, id: i64) -> Result<(), CliError> {
@@ -304,7 +372,25 @@ async fn list(cli: &Cli, args: &JobListArgs) -> Result<(), CliError> {
         .map(str::parse::<JobState>)
         .transpose()
         .map_err(CliError::Usage)?;
+    if let Some(kind) = &args.kind {
+        NewJob::check_kind(kind)?;
+    }
+    let args_contains = args
+        .args_contains
+        .as_deref()
+        .map(|text| input::json("--args-contains", text))
+        .transpose()?;
+    if let Some(value) = &args_contains {
+        awa_core::check_containment(value)?;
+    }
     let limit = bounds::LIST_LIMIT.check(args.limit)?;
+    let filter = JobFilter {
+        queue,
+        state,
+        kind: args.kind.clone(),
+        args_contains,
+        before: None,
+    };
     let url = db::require_url(&cli.database_url)?;
     let mut conn = db::connect_migrated(url).await?;
     // Newest first over every substrate the routing reads (ids are
@@ -313,7 +399,7 @@ async fn list(cli: &Cli, args: &JobListArgs) -> Result<(), CliError> {
     for schema in db::routing(cli, &mut conn).await?.reads() {
         jobs.extend(
             PgHistoryPlane::new(schema)
-                .list(&mut conn, queue.as_ref(), state, limit)
+                .list_page(&mut conn, &filter, limit)
                 .await?,
         );
     }
@@ -334,6 +420,7 @@ async fn list(cli: &Cli, args: &JobListArgs) -> Result<(), CliError> {
                     format!("{}/{}", j.attempt, j.max_attempts),
                     j.priority.to_string(),
                     j.at.format("%Y-%m-%d %H:%M:%S").to_string(),
+                    j.holder.as_ref().map_or(String::new(), holder_cell),
                     j.last_error
                         .as_deref()
                         .map_or(String::new(), |e| output::cell(e, 40)),
@@ -349,10 +436,41 @@ async fn list(cli: &Cli, args: &JobListArgs) -> Result<(), CliError> {
                 "ATTEMPT",
                 "PRI",
                 "AT (UTC)",
+                "HOLDER (HEARTBEAT AGE)",
                 "LAST ERROR",
             ],
             &rows,
         )
     });
     Ok(())
+}
+
+/// `host:pid (1.2s)`, or the instance id when the registry forgot it.
+fn holder_cell(h: &awa_history::Holder) -> String {
+    match (&h.host, h.pid, h.heartbeat_age_secs) {
+        (Some(host), Some(pid), Some(age)) => {
+            format!("{}:{pid} ({age:.1}s)", output::cell(host, 24))
+        }
+        _ => format!("{} (gone)", h.instance_id),
+    }
+}
+
+/// The selection of a bulk action, checked before connecting.
+pub(crate) fn selection(
+    queue: &str,
+    state: Option<&str>,
+    kind: Option<&str>,
+    args_contains: Option<&str>,
+) -> Result<JobSelection, CliError> {
+    Ok(JobSelection {
+        queue: QueueName::new(queue.to_string())?,
+        state: state
+            .map(str::parse::<JobState>)
+            .transpose()
+            .map_err(CliError::Usage)?,
+        kind: kind.map(str::to_string),
+        args_contains: args_contains
+            .map(|text| input::json("--args-contains", text))
+            .transpose()?,
+    })
 }

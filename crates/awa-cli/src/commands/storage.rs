@@ -121,13 +121,24 @@ async fn configure(cli: &Cli, args: &StorageConfigureArgs) -> Result<(), CliErro
             Some(Some(d))
         }
     };
+    let failure_retention = args
+        .failure_retention
+        .as_deref()
+        .map(|text| input::bounded_duration(awa_core::bounds::FAILURE_RETENTION, text))
+        .transpose()?;
     let settings = SubstrateSettings {
         history_retention,
         max_job_bytes: args.max_job_bytes,
+        failure_retention,
     };
-    if settings.history_retention.is_none() && settings.max_job_bytes.is_none() {
+    if settings.history_retention.is_none()
+        && settings.max_job_bytes.is_none()
+        && settings.failure_retention.is_none()
+    {
         return Err(CliError::Usage(
-            "nothing to change: pass --history-retention and/or --max-job-bytes".into(),
+            "nothing to change: pass --history-retention, --max-job-bytes and/or \
+             --failure-retention"
+                .into(),
         ));
     }
     settings.validate()?;
@@ -139,6 +150,7 @@ async fn configure(cli: &Cli, args: &StorageConfigureArgs) -> Result<(), CliErro
         "schema": schema,
         "history_retention_secs": applied.history_retention_secs,
         "max_job_bytes": applied.max_job_bytes,
+        "failure_retention_secs": applied.failure_retention_secs,
     });
     output::emit(cli.json, &value, || {
         let retention = match applied.history_retention_secs {
@@ -149,7 +161,10 @@ async fn configure(cli: &Cli, args: &StorageConfigureArgs) -> Result<(), CliErro
             None => "history retention is automatic ((queue slots - 2) x rotate interval)".into(),
         };
         format!(
-            "substrate {schema}: {retention}; jobs up to {} bytes",
+            "substrate {schema}: {retention}; failed and cancelled jobs are kept {}; jobs up to {} bytes",
+            humantime::format_duration(std::time::Duration::from_secs_f64(
+                applied.failure_retention_secs
+            )),
             applied.max_job_bytes
         )
     });
@@ -294,13 +309,17 @@ async fn status(cli: &Cli, args: &StorageStatusArgs) -> Result<(), CliError> {
                 ));
             }
             out.push_str(&format!(
-                "    history retention: {}; parked attempts: {}\n",
+                "    history retention: {}; failures kept {} (about {} now); parked attempts: {}\n",
                 match s.history_retention_secs {
                     Some(secs) =>
                         humantime::format_duration(std::time::Duration::from_secs_f64(secs))
                             .to_string(),
                     None => "auto ((queue slots - 2) x rotate interval)".to_string(),
                 },
+                humantime::format_duration(std::time::Duration::from_secs_f64(
+                    s.failure_retention_secs
+                )),
+                s.failures_kept,
                 s.parked_attempts
             ));
             for r in &s.rings {

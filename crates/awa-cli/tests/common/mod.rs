@@ -198,6 +198,16 @@ impl Running {
         assert!(status.success(), "kill -TERM failed");
     }
 
+    /// Send SIGINT to this child (and only it): Ctrl-C.
+    pub fn interrupt(&self) {
+        let status = Command::new("kill")
+            .arg("-INT")
+            .arg(self.child.id().to_string())
+            .status()
+            .expect("run kill");
+        assert!(status.success(), "kill -INT failed");
+    }
+
     /// Wait for exit, killing the child if it runs past two minutes.
     pub fn finish(mut self) -> Run {
         let deadline = Instant::now() + TIMEOUT;

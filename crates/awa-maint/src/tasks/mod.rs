@@ -5,6 +5,7 @@
 
 mod cron;
 mod dlq_retention;
+mod failure_retention;
 mod health;
 mod promote;
 mod prune;
@@ -16,6 +17,7 @@ mod unique_prune;
 
 pub use cron::Cron;
 pub use dlq_retention::DlqRetention;
+pub use failure_retention::FailureRetention;
 pub use health::Health;
 pub use promote::Promote;
 pub use prune::Prune;
@@ -42,6 +44,9 @@ pub struct MaintSettings {
     pub rescue_interval: Duration,
     pub health_interval: Duration,
     pub dlq_retention_interval: Duration,
+    /// How often failed and cancelled jobs past the substrate's failure
+    /// retention are deleted.
+    pub failure_retention_interval: Duration,
     /// Runtimes not seen for this long are forgotten.
     pub runtime_gc_after: Duration,
     /// How often due cron ticks are fired (a tick fires within about this
@@ -59,6 +64,7 @@ impl Default for MaintSettings {
             rescue_interval: Duration::from_secs(5),
             health_interval: Duration::from_secs(5),
             dlq_retention_interval: Duration::from_secs(60),
+            failure_retention_interval: Duration::from_secs(5),
             runtime_gc_after: Duration::from_secs(300),
             cron_interval: Duration::from_millis(500),
         }
@@ -119,6 +125,10 @@ pub fn substrate_tasks(
         Arc::new(DlqRetention::new(
             schema.clone(),
             settings.dlq_retention_interval,
+        )),
+        Arc::new(FailureRetention::new(
+            schema.clone(),
+            settings.failure_retention_interval,
         )),
     ];
     if written {

@@ -8,11 +8,11 @@ use awa_ready::{PgReadyPlane, ReadyPlane};
 use sqlx::PgPool;
 use std::time::Duration;
 
-/// Every terminal fact still stored, one row per job `(job_id, queue,
+/// Every terminal fact still stored (kept failures included), one row per job `(job_id, queue,
 /// state)`, whichever shape it has (done batches list several jobs), and
 /// including slots already retired but not yet truncated (unlike
 /// `terminal_jobs`). Use as `SELECT ... FROM {TERMINAL_FACTS}`.
-pub const TERMINAL_FACTS: &str = "(SELECT job_id, queue, state FROM awa.done_entries UNION ALL SELECT u.job_id, b.queue, 'completed' FROM awa.done_batches b, unnest(b.job_ids) AS u(job_id)) d";
+pub const TERMINAL_FACTS: &str = "(SELECT job_id, queue, state FROM awa.done_entries UNION ALL SELECT job_id, queue, state FROM awa.failure_entries UNION ALL SELECT u.job_id, b.queue, 'completed' FROM awa.done_batches b, unnest(b.job_ids) AS u(job_id)) d";
 
 pub fn schema() -> SchemaName {
     SchemaName::default_schema()
