@@ -28,7 +28,8 @@ use std::path::PathBuf;
         0  success\n  \
         1  failure (the message on stderr says what to do)\n  \
         2  the command line could not be parsed\n  \
-        3  job enqueue: the --unique-key is held by an unfinished job; nothing was enqueued\n\n\
+        3  job enqueue / job retry ID: the unique key is held by an unfinished job; nothing was \
+           enqueued or retried\n\n\
         Progress bars and spinners are drawn on stderr only when it is a terminal and --json is off."
 )]
 pub struct Cli {

@@ -9,8 +9,8 @@ pub mod exit {
     pub const FAILURE: u8 = 1;
     /// The command line could not be parsed (clap's own code).
     pub const USAGE: u8 = 2;
-    /// `job enqueue --unique-key`: the key is held by an unfinished job,
-    /// so nothing was enqueued.
+    /// `job enqueue --unique-key` / `job retry ID`: the key is held by an
+    /// unfinished job, so nothing was enqueued or retried.
     pub const UNIQUE_KEY_HELD: u8 = 3;
 }
 
@@ -42,6 +42,11 @@ pub enum CliError {
          after that, or cancel it"
     )]
     UniqueHeld { what: String, held_by: i64 },
+    #[error(
+        "job {id} stays failed: its unique key {key:?} is held by unfinished job {held_by}; \
+         retry it once that job has finished, or cancel that job first"
+    )]
+    RetryKeyHeld { id: i64, key: String, held_by: i64 },
     #[error(transparent)]
     Invalid(#[from] awa_core::InvalidInput),
     #[error(transparent)]
@@ -79,7 +84,9 @@ impl CliError {
     /// The process exit code for this failure (see [`exit`]).
     pub fn exit_code(&self) -> u8 {
         match self {
-            CliError::UniqueKeyHeld { .. } | CliError::UniqueHeld { .. } => exit::UNIQUE_KEY_HELD,
+            CliError::UniqueKeyHeld { .. }
+            | CliError::UniqueHeld { .. }
+            | CliError::RetryKeyHeld { .. } => exit::UNIQUE_KEY_HELD,
             // A version range no step covers is a bad command line.
             CliError::Maint(awa_maint::MaintError::StepRange { .. }) => exit::USAGE,
             _ => exit::FAILURE,

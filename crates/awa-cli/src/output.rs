@@ -48,7 +48,9 @@ pub fn print_error(json: bool, err: &CliError) {
                 out[key] = value.into();
             }
         }
-        if let CliError::UniqueKeyHeld { key, held_by } = err {
+        if let CliError::UniqueKeyHeld { key, held_by }
+        | CliError::RetryKeyHeld { key, held_by, .. } = err
+        {
             out["unique_key"] = key.as_str().into();
             out["held_by"] = (*held_by).into();
         }

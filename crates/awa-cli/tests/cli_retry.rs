@@ -130,6 +130,23 @@ async fn three_failures_show_in_dump_and_retry_brings_the_job_back() {
     assert!(awa(url, &["queue", "configure", "dead", "--dlq", "on"]).ok());
     work(url, "dead", "fail");
     awa(url, &["job", "retry", &dead.to_string()]).refused("awa dlq retry");
+
+    // Its unique key held by a newer job: exit 3, and the failure stays.
+    let keyed = enqueue(
+        url,
+        "keyed",
+        "k",
+        "{}",
+        &["--max-attempts", "1", "--unique-key", "only-one"],
+    );
+    work(url, "keyed", "fail");
+    let holder = enqueue(url, "other", "k", "{}", &["--unique-key", "only-one"]);
+    let run = awa(url, &["job", "retry", &keyed.to_string(), "--json"]);
+    assert_eq!(run.code, Some(3), "{run:#?}");
+    assert!(run.stderr.contains("stays failed"), "{run:#?}");
+    let err: Value = serde_json::from_str(run.stdout.trim()).unwrap();
+    assert_eq!(err["held_by"], holder, "{err}");
+    assert_eq!(dump(url, keyed)["state"], "failed");
 }
 
 #[tokio::test]

@@ -29,7 +29,8 @@ pub async fn retry_one(cli: &Cli, id: i64) -> Result<(), CliError> {
         }));
     };
     if let Some(kept) = done.kept.first() {
-        return Err(CliError::UniqueKeyHeld {
+        return Err(CliError::RetryKeyHeld {
+            id: id.0,
             key: kept.unique_key.clone(),
             held_by: kept.held_by.0,
         });
