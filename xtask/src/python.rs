@@ -9,7 +9,7 @@ use std::process::Command;
 
 /// What the suite and the bench import, and the pip names that give them.
 const TOOLS: &[(&str, &str)] = &[
-    ("maturin", "maturin>=1.9,<2"),
+    ("maturin", "maturin>=1.10,<2"),
     ("pytest", "pytest>=7"),
     ("psycopg", "psycopg[binary]>=3.1"),
     ("pydantic", "pydantic>=2"),

@@ -155,3 +155,9 @@ pub async fn shutdown_signal() {
         let _ = tokio::signal::ctrl_c().await;
     }
 }
+
+/// The README's examples, compiled as doctests so it cannot drift from the
+/// API (it is what crates.io shows).
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;
