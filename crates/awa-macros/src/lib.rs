@@ -22,7 +22,7 @@ use syn::{DeriveInput, LitInt, LitStr, parse_macro_input};
 
 /// Implement `awa::Job` for a serde struct or enum. Attributes, all
 /// optional, in `#[awa(...)]`: `kind = "..."`, `queue = "..."`,
-/// `priority = N` (1 runs first, 4 last), `max_attempts = N`.
+/// `priority = N` (4 runs first, 1 last; default 2), `max_attempts = N`.
 #[proc_macro_derive(Job, attributes(awa))]
 pub fn derive_job(input: TokenStream) -> TokenStream {
     let input = parse_macro_input!(input as DeriveInput);

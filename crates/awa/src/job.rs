@@ -28,7 +28,9 @@ pub trait Job: Serialize + DeserializeOwned + Send + Sync + 'static {
     /// The queue jobs of this type go to unless [`InsertOpts::queue`] says
     /// otherwise.
     const QUEUE: &'static str = "default";
-    /// Default priority (1 runs first, 4 last; None: the default, 2).
+    /// Default priority: 4 runs first, 1 last (None: the default, 2).
+    /// Within one priority of a queue, jobs run in the order they were
+    /// enqueued.
     const PRIORITY: Option<i16> = None;
     /// Default attempts before failing (None: the substrate's default).
     const MAX_ATTEMPTS: Option<i32> = None;
@@ -68,7 +70,7 @@ pub trait Job: Serialize + DeserializeOwned + Send + Sync + 'static {
 pub struct InsertOpts {
     /// The queue, instead of the type's.
     pub queue: Option<String>,
-    /// The priority (1 runs first, 4 last), instead of the type's.
+    /// The priority (4 runs first, 1 last), instead of the type's.
     pub priority: Option<i16>,
     /// Run no earlier than this (waits in the deferred plane until then).
     pub run_at: Option<DateTime<Utc>>,
@@ -91,7 +93,34 @@ impl InsertOpts {
         self.queue = Some(queue.into());
         self
     }
-    /// Run at `priority` (1 first, 4 last; checked at insert).
+    /// Run at `priority`: 4 runs first, 1 last (checked at insert).
+    ///
+    /// ```
+    /// # #[tokio::main]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let db = awa::testing::test_db().await?;
+    /// # let pool = db.pool().await?;
+    /// use awa::{Client, HandlerResult, InsertOpts, JobContext, Outcome};
+    ///
+    /// #[derive(serde::Serialize, serde::Deserialize, awa::Job)]
+    /// struct Report { name: String }
+    ///
+    /// let client = Client::new(pool.clone());
+    /// let low = InsertOpts::new().priority(1);
+    /// let high = InsertOpts::new().priority(4);
+    /// let later = client.insert_with(&pool, &Report { name: "weekly".into() }, low).await?;
+    /// let first = client.insert_with(&pool, &Report { name: "urgent".into() }, high).await?;
+    ///
+    /// let worker = Client::builder(pool.clone())
+    ///     .register::<Report>(|_: Report, _: JobContext| async { HandlerResult::Ok(Outcome::Complete) });
+    /// let ran: Vec<_> = [worker.work_one("default").await?, worker.work_one("default").await?]
+    ///     .into_iter()
+    ///     .map(|worked| worked.expect("a job").job.token.job_id)
+    ///     .collect();
+    /// assert_eq!(ran, [first.id, later.id]);
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn priority(mut self, priority: i16) -> Self {
         self.priority = Some(priority);
         self
