@@ -9,6 +9,7 @@ mod latency;
 mod migrate;
 mod migration;
 mod python;
+mod release;
 mod test;
 
 use clap::{Parser, Subcommand};
@@ -55,6 +56,12 @@ enum Task {
     /// checks every job completed exactly once. Seconds by default,
     /// minutes with --long.
     Chaos(chaos::ChaosArgs),
+    /// Check what a release would publish, without publishing: every
+    /// publishable crate packages (`cargo package --no-verify`) with its
+    /// license texts, README and metadata, `cargo doc` is warning-free, and
+    /// the Python wheel passes `twine check --strict` with its licenses.
+    #[command(name = "release-check")]
+    ReleaseCheck,
     /// One side of `bench --scenario procs` (a producer or a worker
     /// process), started by the bench itself.
     #[command(name = "bench-proc", hide = true)]
@@ -93,6 +100,7 @@ fn main() -> ExitCode {
             Task::Demo { jobs, serve } => demo::run(jobs, serve).await,
             Task::Bench(args) => bench::run(args).await,
             Task::Chaos(args) => chaos::run(args).await,
+            Task::ReleaseCheck => release::run(),
             Task::BenchProc(args) => bench::proc_child(args).await,
         }
     });

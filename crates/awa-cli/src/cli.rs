@@ -18,11 +18,23 @@ pub use worker::*;
 
 use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
+use std::sync::LazyLock;
+
+/// What `awa --version` prints after the name: this build's version and the
+/// schema version it migrates to and expects, so an operator can tell which
+/// binary a database needs (one at a newer schema version is refused).
+static VERSION: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "{} (schema version {})",
+        env!("CARGO_PKG_VERSION"),
+        awa_maint::LATEST_VERSION
+    )
+});
 
 #[derive(Debug, Parser)]
 #[command(
     name = "awa",
-    version,
+    version = VERSION.as_str(),
     about = "Operate an Awa job queue on PostgreSQL",
     after_help = "Exit codes:\n  \
         0  success\n  \

@@ -531,3 +531,28 @@ async fn the_binary_works_as_the_runtime_role() {
     .await
     .expect("cleanup");
 }
+
+/// `awa --version` names this build and the schema version it expects,
+/// and that is the version `awa migrate` leaves a fresh database at.
+#[tokio::test]
+async fn version_names_the_build_and_the_schema_it_migrates_to() {
+    let long = awa_bare(&["--version"]);
+    assert!(long.ok(), "{long:#?}");
+    let short = awa_bare(&["-V"]);
+    assert_eq!(short.stdout, long.stdout, "-V and --version agree");
+    let line = long.stdout.trim();
+    let expected_prefix = format!("awa {} (schema version ", env!("CARGO_PKG_VERSION"));
+    let schema: i64 = line
+        .strip_prefix(&expected_prefix)
+        .and_then(|rest| rest.strip_suffix(')'))
+        .unwrap_or_else(|| panic!("`awa --version` printed {line:?}"))
+        .parse()
+        .unwrap_or_else(|e| panic!("schema version in {line:?}: {e}"));
+
+    let db = awa_harness::TestDb::empty()
+        .await
+        .expect("an empty database");
+    let migrated = awa(db.url(), &["migrate", "--json"]).json();
+    assert_eq!(migrated["to"], schema, "{migrated}");
+    assert_eq!(status(db.url())["schema_version"], schema);
+}

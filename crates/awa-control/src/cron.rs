@@ -32,7 +32,10 @@ pub enum Missed {
     /// Fire only the latest missed tick.
     Skip,
     /// Fire the latest `limit` missed ticks, oldest first (1..=1000).
-    CatchUp { limit: u32 },
+    CatchUp {
+        /// How many of the latest missed ticks to fire.
+        limit: u32,
+    },
 }
 
 /// Most missed ticks one schedule may catch up.
@@ -48,12 +51,19 @@ pub struct Schedule {
     pub cron: String,
     /// IANA name such as `Europe/Berlin`; default `UTC`.
     pub timezone: String,
+    /// The queue each tick's job goes to.
     pub queue: String,
+    /// The kind of each tick's job.
     pub kind: String,
+    /// The args of each tick's job.
     pub args: serde_json::Value,
+    /// The priority of each tick's job (4 runs first, 1 last).
     pub priority: i16,
+    /// Attempts of each tick's job (None: the default).
     pub max_attempts: Option<i32>,
+    /// Metadata of each tick's job.
     pub metadata: Option<serde_json::Value>,
+    /// What to do with ticks missed while no leader ran.
     pub missed: Missed,
 }
 

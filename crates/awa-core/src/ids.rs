@@ -2,6 +2,9 @@
 //! attempt safe: every mutation carries `(JobId, RunLease)` and the planes
 //! reject a lease that is no longer current.
 
+// Re-exported by the `awa` client: every public item is documented.
+#![warn(missing_docs)]
+
 use crate::InvalidInput;
 use std::fmt;
 
@@ -47,15 +50,21 @@ pub type Attempt = i32;
 pub struct Priority(i16);
 
 impl Priority {
+    /// The lowest priority: runs last.
     pub const MIN: i16 = crate::bounds::PRIORITY.min as i16;
+    /// The highest priority: runs first.
     pub const MAX: i16 = crate::bounds::PRIORITY.max as i16;
+    /// The priority of a job that names none.
     pub const DEFAULT: Priority = Priority(2);
 
+    /// `value` as a priority, refused outside [`Priority::MIN`] ..=
+    /// [`Priority::MAX`].
     pub fn new(value: i64) -> Result<Self, InvalidInput> {
         let value = crate::bounds::PRIORITY.check(value)?;
         Ok(Self(value as i16))
     }
 
+    /// The number, 1 to 4.
     pub fn get(self) -> i16 {
         self.0
     }

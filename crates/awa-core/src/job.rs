@@ -1,23 +1,32 @@
 //! Job shapes that cross plane boundaries.
 
+// Re-exported by the `awa` client: every public item is documented.
+#![warn(missing_docs)]
+
 use crate::{JobId, Priority, QueueName, RunLease};
 use chrono::{DateTime, Utc};
 
 /// A job as a producer describes it.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct NewJob {
+    /// The queue it goes to.
     pub queue: QueueName,
+    /// The kind name handlers are found by (see [`NewJob::check_kind`]).
     pub kind: String,
+    /// The job's arguments, stored as JSON.
     pub args: serde_json::Value,
+    /// 4 runs first, 1 last.
     pub priority: Priority,
     /// `None` or a time not in the future means "runnable now".
     pub run_at: Option<DateTime<Utc>>,
     /// `None` uses the queue's default.
     pub max_attempts: Option<i32>,
     /// At most one job per key among the unfinished ones (and, with a
-    /// [`Unique`](crate::Unique) spec, those kept after they finished). With
-    /// `unique`, part of the derived key.
+    /// [`Unique`](crate::Unique) spec, those kept after they finished):
+    /// enqueueing another with the same key returns the holder's id and
+    /// inserts nothing. With `unique`, part of the derived key.
     pub unique_key: Option<String>,
+    /// Free-form JSON stored beside the args (counted in the size limit).
     pub metadata: Option<serde_json::Value>,
     /// Uniqueness by kind, queue, args or args fields, per period, across
     /// chosen final states: the key is derived from it in SQL.
@@ -25,6 +34,8 @@ pub struct NewJob {
 }
 
 impl NewJob {
+    /// A job of `kind` with `args` on `queue`, runnable now, at the default
+    /// priority, with no key or metadata.
     pub fn new(queue: QueueName, kind: impl Into<String>, args: serde_json::Value) -> Self {
         Self {
             queue,
@@ -45,33 +56,45 @@ impl NewJob {
 /// rescued or re-claimed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
 pub struct AttemptToken {
+    /// The job.
     pub job_id: JobId,
+    /// Which claim of the job this attempt is.
     pub run_lease: RunLease,
     /// Claim-ring slot holding the claim batch.
     pub claim_slot: i32,
     /// The claim batch (one per claim call) and this attempt's item in it
     /// (1-based): finishing goes straight to the item.
     pub batch_id: i64,
+    /// This attempt's item in the batch (1-based).
     pub item: i32,
     /// Queue-ring slot holding the body this attempt was claimed from.
     pub ready_slot: i32,
+    /// The body's lane position in that slot.
     pub ready_seq: i64,
 }
 
 /// A job handed to a worker.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct ClaimedJob {
+    /// The proof this attempt owns the job, carried by every write.
     pub token: AttemptToken,
+    /// The queue it was claimed from.
     pub queue: QueueName,
+    /// Its kind.
     pub kind: String,
+    /// Its arguments.
     pub args: serde_json::Value,
+    /// Its priority (4 runs first, 1 last).
     pub priority: i16,
     /// 1 on the first run.
     pub attempt: i32,
+    /// Attempts before it fails for good.
     pub max_attempts: i32,
+    /// When it was enqueued.
     pub created_at: DateTime<Utc>,
     /// When the job became runnable; pickup latency is measured from here.
     pub ready_at: DateTime<Utc>,
+    /// The metadata it was enqueued with.
     pub metadata: Option<serde_json::Value>,
 }
 
@@ -80,18 +103,29 @@ pub struct ClaimedJob {
 #[serde(rename_all = "snake_case")]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub enum JobState {
+    /// Runnable now, waiting for a worker.
     Available,
+    /// Waiting for its `run_at`.
     Scheduled,
+    /// Failed an attempt; waiting out its backoff before the next one.
     Retryable,
+    /// Snoozed by its handler; runnable again after the delay.
     Snoozed,
+    /// Claimed by a worker.
     Running,
+    /// Finished successfully (terminal).
     Completed,
+    /// Failed for good: attempts used up or a permanent error (terminal).
     Failed,
+    /// Cancelled by an operator, a producer or its handler (terminal).
     Cancelled,
+    /// Failed for good in a queue with a dead-letter queue: held there
+    /// for an operator to retry or purge (terminal).
     DeadLettered,
 }
 
 impl JobState {
+    /// Every state, in lifecycle order.
     pub const ALL: [JobState; 9] = [
         JobState::Available,
         JobState::Scheduled,
@@ -104,6 +138,7 @@ impl JobState {
         JobState::DeadLettered,
     ];
 
+    /// The state's name as SQL, the CLI and JSON write it.
     pub fn as_str(self) -> &'static str {
         match self {
             JobState::Available => "available",
@@ -118,6 +153,8 @@ impl JobState {
         }
     }
 
+    /// True for a state a job never leaves (only a DLQ retry brings a
+    /// dead-lettered job back, as a new attempt).
     pub fn is_terminal(self) -> bool {
         matches!(
             self,
@@ -195,8 +232,11 @@ impl NewJob {
         Ok(())
     }
 
+    /// The longest kind name, in bytes.
     pub const MAX_KIND_LEN: usize = 255;
+    /// The longest unique key, in bytes.
     pub const MAX_UNIQUE_KEY_LEN: usize = 512;
+    /// The most attempts a job may be given.
     pub const MAX_ATTEMPTS: i32 = crate::bounds::MAX_ATTEMPTS.max as i32;
 
     /// A job kind as every producer and reader accepts it: 1 to 255 bytes

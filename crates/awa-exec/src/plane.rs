@@ -130,8 +130,11 @@ pub enum Published {
 /// Progress a long job reports with its heartbeat.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Progress {
+    /// How far along, 0 to 100.
     pub percent: Option<i16>,
+    /// What it is doing (at most 8 KiB, no NUL).
     pub message: Option<String>,
+    /// State for the next attempt to resume from.
     pub checkpoint: Option<serde_json::Value>,
 }
 

@@ -91,7 +91,10 @@ pub async fn run(
 }
 
 /// Run as a leader candidate until `shutdown` flips to true, maintaining
-/// every substrate the storage routing reads (see [`TaskSet::Routed`]).
+/// every substrate the storage routing reads: the database-wide tasks
+/// once, and each substrate's tasks for every substrate the routing reads,
+/// re-read at every lock check (so within
+/// [`LeaderConfig::check_interval`] of a transition step).
 pub async fn run_routed(
     config: LeaderConfig,
     pool: sqlx::PgPool,

@@ -2,9 +2,9 @@
 //!
 //! Owns: the bindings the pure-Python package (`python/awa/`) is built
 //! on: a worker over [`awa::ClientBuilder`] that runs Python handlers
-//! ([`worker`]), the handler's context ([`context`]), admin reads over
-//! the plane crates ([`admin`]), the Rust validation of a job before the
-//! Python producer sends it ([`validate`]), the producer's one statement
+//! (`worker`), the handler's context (`context`), admin reads over
+//! the plane crates (`admin`), the Rust validation of a job before the
+//! Python producer sends it (`validate`), the producer's one statement
 //! (`sql/enqueue.sql`, run by Python on the caller's own connection), and
 //! the `awa` command line (`python -m awa`, through `awa_cli`).
 //!

@@ -316,6 +316,41 @@ impl ClientBuilder {
     /// else is started and hooks are not called. For tests: enqueue, then
     /// `work_one`, then assert on the result and the database. None when
     /// nothing of `queue` is runnable now.
+    ///
+    /// ```
+    /// # #[tokio::main]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let db = awa::testing::test_db().await?;
+    /// # let pool = db.pool().await?;
+    /// use awa::{Client, HandlerResult, JobContext, JobError, JobState, Outcome};
+    ///
+    /// #[derive(serde::Serialize, serde::Deserialize, awa::Job)]
+    /// #[awa(queue = "images", max_attempts = 3)]
+    /// struct Resize { width: u32 }
+    ///
+    /// async fn resize(job: Resize, _ctx: JobContext) -> HandlerResult {
+    ///     if job.width == 0 {
+    ///         return Err(JobError::Permanent("width 0".into()));
+    ///     }
+    ///     Ok(Outcome::Complete)
+    /// }
+    ///
+    /// let client = Client::new(pool.clone());
+    /// let worker = Client::builder(pool.clone()).register::<Resize>(resize);
+    ///
+    /// let ok = client.insert(&pool, &Resize { width: 640 }).await?;
+    /// let worked = worker.work_one("images").await?.expect("a runnable job");
+    /// assert_eq!(worked.job.token.job_id, ok.id);
+    /// assert_eq!(worked.finished.next_state, Some(JobState::Completed));
+    ///
+    /// let bad = client.insert(&pool, &Resize { width: 0 }).await?;
+    /// worker.work_one("images").await?;
+    /// assert_eq!(client.job(bad.id).await?.expect("kept").state, JobState::Failed);
+    ///
+    /// assert!(worker.work_one("images").await?.is_none(), "nothing left");
+    /// # Ok(())
+    /// # }
+    /// ```
     pub async fn work_one(&self, queue: &str) -> Result<Option<Worked>, Error> {
         if let Some(err) = &self.error {
             return Err(Error::Worker(err.to_string()));

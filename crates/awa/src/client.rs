@@ -40,6 +40,41 @@ impl From<awa_ready::Enqueued> for Inserted {
 /// [`Client::with_schema`] is pinned to one substrate.
 ///
 /// Cloning is cheap; clones share the pool and the running workers.
+///
+/// A job inserted on the caller's transaction exists exactly when the
+/// transaction commits:
+///
+/// ```
+/// # #[tokio::main]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// # let db = awa::testing::test_db().await?;
+/// # let pool = db.pool().await?;
+/// use awa::{Client, JobState};
+///
+/// #[derive(serde::Serialize, serde::Deserialize, awa::Job)]
+/// #[awa(queue = "email")]
+/// struct SendWelcome { user_id: i64 }
+///
+/// let client = Client::new(pool.clone());
+///
+/// let mut tx = pool.begin().await?;
+/// let gone = client.insert(&mut *tx, &SendWelcome { user_id: 1 }).await?;
+/// tx.rollback().await?;
+/// assert!(client.job(gone.id).await?.is_none());
+///
+/// let mut tx = pool.begin().await?;
+/// // ... the application's own writes on `tx` ...
+/// let kept = client.insert(&mut *tx, &SendWelcome { user_id: 2 }).await?;
+/// tx.commit().await?;
+/// let job = client.job(kept.id).await?.expect("committed");
+/// assert_eq!(job.state, JobState::Available);
+/// assert_eq!(job.args, serde_json::json!({ "user_id": 2 }));
+///
+/// assert_eq!(client.cancel(kept.id).await?.as_deref(), Some("available"));
+/// assert_eq!(client.job(kept.id).await?.expect("kept").state, JobState::Cancelled);
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug, Clone)]
 pub struct Client {
     pub(crate) pool: PgPool,
@@ -130,6 +165,8 @@ impl Client {
         }
     }
 
+    /// The pool this client works on: pass it to an insert to commit the
+    /// job at once, outside any transaction of yours.
     pub fn pool(&self) -> &PgPool {
         &self.pool
     }

@@ -2,6 +2,10 @@
 
 use std::time::Duration;
 
+/// Everything the client can fail with. Each message says what was wrong
+/// and, where there is something to do, what to do; the variants that wrap
+/// a plane crate's error carry its own message unchanged. New variants may
+/// be added in a minor release (the enum is non-exhaustive).
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
@@ -11,21 +15,38 @@ pub enum Error {
     /// Typed args could not be turned into JSON.
     #[error("the args of job kind {kind:?} cannot be serialized as JSON: {source}")]
     Serialize {
+        /// The job type's kind.
         kind: &'static str,
+        /// What serde_json said.
         source: serde_json::Error,
     },
+    /// Enqueue refused or failed (the ready plane): a job too large, a
+    /// unique key taken after a REPEATABLE READ snapshot (retry the
+    /// transaction), a database error.
     #[error(transparent)]
     Ready(#[from] awa_ready::ReadyError),
+    /// Claiming, finishing, cancelling or the worker runtime failed (the
+    /// execution plane).
     #[error(transparent)]
     Exec(#[from] awa_exec::ExecError),
+    /// Reading a job or the queue counts failed (terminal history).
     #[error(transparent)]
     History(#[from] awa_history::HistoryError),
+    /// The control plane refused or failed: a schedule, the routing, the
+    /// runtime registry.
     #[error(transparent)]
     Control(#[from] awa_control::ControlError),
+    /// The schema check or maintenance failed: among others, a database
+    /// that is not migrated (run `awa migrate`) or was migrated by a newer
+    /// release than this client.
     #[error(transparent)]
     Maint(#[from] awa_maint::MaintError),
+    /// [`crate::Client::connect`] could not reach the server; the message
+    /// names it with any password hidden.
     #[error("could not connect to PostgreSQL: {0}")]
     Connect(String),
+    /// Any other database error, with PostgreSQL's message, detail and
+    /// hint.
     #[error("database error: {}", awa_core::db_error::Described(.0))]
     Database(#[from] sqlx::Error),
     /// Two handlers for one kind.

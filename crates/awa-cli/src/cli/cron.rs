@@ -51,7 +51,7 @@ pub struct CronAddArgs {
     /// Job args as JSON (default {}).
     #[arg(long, default_value = "{}")]
     pub args: String,
-    /// 1 (first) to 4 (last).
+    /// 1 (lowest) to 4 (highest, runs first).
     #[arg(long, default_value_t = 2, allow_negative_numbers = true)]
     pub priority: i64,
     #[arg(long, allow_negative_numbers = true)]

@@ -10,6 +10,7 @@ use tokio::sync::watch;
 /// How a handler says its attempt went.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Outcome {
+    /// Done: the job is completed.
     Complete,
     /// Run again after the delay; the attempt does not count.
     Snooze(Duration),
@@ -31,6 +32,7 @@ pub enum JobError {
     Permanent(String),
 }
 
+/// What a handler returns: how the attempt went, or why it failed.
 pub type HandlerResult = Result<Outcome, JobError>;
 
 /// What the worker writes for a handler's result.
@@ -51,12 +53,14 @@ pub(crate) fn finish_for(result: HandlerResult) -> Finish {
 /// A typed async job handler, registered per job kind.
 #[async_trait]
 pub trait Handler: Send + Sync + 'static {
+    /// Run one attempt; its result is recorded once this returns.
     async fn handle(&self, ctx: JobContext) -> HandlerResult;
 }
 
 /// Everything a running attempt can see and do.
 #[derive(Debug, Clone)]
 pub struct JobContext {
+    /// The claimed job: its token, kind, args, attempt and metadata.
     pub job: ClaimedJob,
     pub(crate) pool: sqlx::PgPool,
     pub(crate) plane: Arc<PgExecPlane>,

@@ -158,17 +158,31 @@ impl Stats {
 /// A copy of the counters.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
 pub struct StatsSnapshot {
+    /// Claim round trips (including those that found nothing).
     pub claim_calls: u64,
+    /// Claim round trips that took nothing.
     pub empty_claims: u64,
+    /// Jobs claimed.
     pub claimed: u64,
+    /// Results recorded as completed.
     pub completed: u64,
+    /// Results recorded as a retry.
     pub retried: u64,
+    /// Results recorded as snoozed.
     pub snoozed: u64,
+    /// Results recorded as cancelled.
     pub cancelled: u64,
+    /// Results recorded as failed for good.
     pub failed: u64,
+    /// Results recorded as dead-lettered.
     pub dead_lettered: u64,
+    /// Attempts released unfinished (at shutdown) to run again.
     pub released: u64,
+    /// Results the database rejected because the attempt was no longer
+    /// current (cancelled, rescued or already finished).
     pub rejected: u64,
+    /// Results the database refused even on their own: recorded as a retry
+    /// with the default backoff instead, or left for rescue.
     pub unstorable: u64,
 }
 
@@ -179,9 +193,13 @@ pub struct StatsSnapshot {
 /// when it commits.
 #[derive(Debug, Clone, PartialEq)]
 pub struct JobEvent {
+    /// The job.
     pub job_id: JobId,
+    /// Which claim of the job the attempt was.
     pub run_lease: RunLease,
+    /// Its queue.
     pub queue: QueueName,
+    /// Its kind.
     pub kind: String,
     /// The attempt that ended (1 for the first run).
     pub attempt: i32,
@@ -211,6 +229,7 @@ pub(crate) type Done = (AttemptToken, Finish, Option<Arc<About>>);
 /// What [`Worker::work_one`] did with the job it claimed.
 #[derive(Debug, Clone)]
 pub struct Worked {
+    /// The job that was claimed and run.
     pub job: awa_core::ClaimedJob,
     /// What the handler's result became in the database.
     pub finished: Finished,

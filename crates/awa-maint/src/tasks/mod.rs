@@ -34,15 +34,21 @@ use std::time::Duration;
 /// Cadences of the standard task set.
 #[derive(Debug, Clone)]
 pub struct MaintSettings {
+    /// How often due scheduled, retrying and snoozed jobs are made
+    /// runnable.
     pub promote_interval: Duration,
     /// Ring rotation cadence; with N slots, terminal history is retained
     /// for about N x this (longer while a slot is pinned).
     pub rotate_interval: Duration,
+    /// How often sealed ring slots are checked and reclaimed.
     pub prune_interval: Duration,
     /// An attempt without a heartbeat for this long is rescued.
     pub rescue_stale: Duration,
+    /// How often stale attempts are looked for.
     pub rescue_interval: Duration,
+    /// How often queue health (backlog, oldest job) is refreshed.
     pub health_interval: Duration,
+    /// How often dead letters past their retention are deleted.
     pub dlq_retention_interval: Duration,
     /// How often failed and cancelled jobs past the substrate's failure
     /// retention are deleted.
