@@ -434,6 +434,27 @@ fn matrix() -> BTreeMap<&'static str, Row> {
         Row::Unbounded("a pure formatter of a job's body: no bound, no write"),
     );
     m.insert(
+        "failure_retry",
+        Row::Unbounded("job ids: one that names no kept failure retries nothing"),
+    );
+    m.insert(
+        "attempt_push",
+        Row::Unbounded(
+            "a pure function: returns the records with one more (the latest 25 kept), writes \
+             nothing; finish passes it an error already bounded",
+        ),
+    );
+    // Uniqueness: pure functions of their arguments, nothing written; a
+    // malformed spec is refused (unique_specs.rs).
+    m.insert(
+        "unique_derive",
+        Row::Unbounded("a pure function: derives a key from a spec, writes nothing"),
+    );
+    m.insert(
+        "unique_held",
+        Row::Unbounded("a pure predicate over a key row's hold, writes nothing"),
+    );
+    m.insert(
         "history_retire_slot",
         Row::Bounded {
             ok: vec!["1".into(), "{q} - 1".into()],
