@@ -50,6 +50,16 @@ pub struct WorkerRunArgs {
     /// (e.g. 127.0.0.1:9464). Off by default.
     #[arg(long, value_name = "ADDR")]
     pub metrics_addr: Option<std::net::SocketAddr>,
+    /// Also answer metrics requests whose Host header names HOST (NAME or
+    /// NAME:PORT); repeat for more. Without it only localhost, loopback
+    /// addresses and the --metrics-addr address (any address when it is
+    /// 0.0.0.0 or ::) are answered.
+    #[arg(
+        long = "metrics-allowed-host",
+        value_name = "HOST",
+        requires = "metrics_addr"
+    )]
+    pub metrics_allowed_hosts: Vec<String>,
     #[command(flatten)]
     pub cadence: super::maint::MaintCadence,
 }

@@ -61,7 +61,9 @@ async fn run_worker(cli: &Cli, args: &WorkerRunArgs) -> Result<(), CliError> {
     let pool = db::pool_migrated(url, pool_size).await?;
     // Kept for the life of the worker: its instruments record into it.
     let _metrics = match args.metrics_addr {
-        Some(addr) => Some(super::serve::metrics_endpoint(addr).await?),
+        Some(addr) => {
+            Some(super::serve::metrics_endpoint(addr, &args.metrics_allowed_hosts).await?)
+        }
         None => None,
     };
 
