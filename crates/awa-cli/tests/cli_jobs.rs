@@ -183,6 +183,8 @@ async fn bad_input_is_refused_and_writes_nothing() {
     .refused("invalid queue name");
     with(&["--args", "{not json"]).refused("--args is not valid JSON");
     with(&["--metadata", "{not json"]).refused("--metadata is not valid JSON");
+    with(&["--args", r#"{"a": "x\u0000"}"#]).refused("NUL character");
+    with(&["--metadata", r#"{"a\u0000": 1}"#]).refused("NUL character");
     with(&["--priority", "0"]).refused("priority must be between 1 and 4");
     with(&["--priority", "9"]).refused("priority must be between 1 and 4");
     with(&["--run-at", "tomorrow"]).refused("2026-12-01T10:00:00Z");

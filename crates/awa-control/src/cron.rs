@@ -87,6 +87,11 @@ impl Schedule {
             });
         }
         awa_core::Priority::new(i64::from(self.priority))?;
+        // What every fire enqueues must be storable (no NUL in jsonb).
+        awa_core::check_storable_json("schedule args", &self.args)?;
+        if let Some(m) = &self.metadata {
+            awa_core::check_storable_json("schedule metadata", m)?;
+        }
         if let Some(n) = self.max_attempts {
             awa_core::bounds::MAX_ATTEMPTS.check(i64::from(n))?;
         }
@@ -541,6 +546,20 @@ mod tests {
                     ..ok.clone()
                 },
                 "catch-up",
+            ),
+            (
+                Schedule {
+                    args: serde_json::json!({"a": "\u{0}"}),
+                    ..ok.clone()
+                },
+                "NUL",
+            ),
+            (
+                Schedule {
+                    metadata: Some(serde_json::json!({"m": "\u{0}"})),
+                    ..ok.clone()
+                },
+                "NUL",
             ),
         ];
         for (s, quoted) in cases {

@@ -206,10 +206,19 @@ impl NewJob {
         Ok(())
     }
 
-    /// Check what the types cannot: kind, max attempts, unique key.
+    /// Check what the types cannot: kind, max attempts, unique key, and
+    /// that args, metadata and key hold no NUL (PostgreSQL refuses it in
+    /// text and jsonb, so the job could never be stored).
     pub fn validate(&self) -> Result<(), crate::InvalidInput> {
         use crate::InvalidInput;
         Self::check_kind(&self.kind)?;
+        check_storable_json("job args", &self.args)?;
+        if let Some(m) = &self.metadata {
+            check_storable_json("job metadata", m)?;
+        }
+        if let Some(key) = &self.unique_key {
+            check_storable_text("unique key", key)?;
+        }
         if let Some(max) = self.max_attempts {
             crate::bounds::CountBound {
                 hint: "a job runs at least once; leave it unset for the queue default",
@@ -227,5 +236,144 @@ impl NewJob {
             });
         }
         Ok(())
+    }
+}
+
+const NUL_WHY: &str = "it contains a NUL character (\\u0000), which PostgreSQL cannot store in \
+    text or jsonb; remove it, or encode binary data (e.g. as base64)";
+
+/// Refuse text PostgreSQL cannot store: a NUL character.
+pub fn check_storable_text(what: &'static str, text: &str) -> Result<(), crate::InvalidInput> {
+    if text.contains('\0') {
+        return Err(crate::InvalidInput::Name {
+            what,
+            value: text.replace('\0', "\\u0000").chars().take(100).collect(),
+            why: NUL_WHY.into(),
+        });
+    }
+    Ok(())
+}
+
+/// Refuse JSON PostgreSQL's jsonb cannot store: a NUL in any string or
+/// object key. The error names where (`$.a.b[2]`), not the value.
+pub fn check_storable_json(
+    what: &'static str,
+    value: &serde_json::Value,
+) -> Result<(), crate::InvalidInput> {
+    use serde_json::Value;
+    // An explicit stack: a deeply nested value cannot exhaust ours.
+    let mut stack: Vec<(&Value, String)> = vec![(value, "$".to_string())];
+    while let Some((v, path)) = stack.pop() {
+        let bad = match v {
+            Value::String(s) => s.contains('\0').then(|| path.clone()),
+            Value::Array(items) => {
+                for (i, item) in items.iter().enumerate() {
+                    stack.push((item, format!("{path}[{i}]")));
+                }
+                None
+            }
+            Value::Object(map) => {
+                let mut bad = None;
+                for (k, item) in map {
+                    if k.contains('\0') {
+                        bad = Some(format!("{path} (a key)"));
+                        break;
+                    }
+                    stack.push((
+                        item,
+                        format!("{path}.{}", k.chars().take(40).collect::<String>()),
+                    ));
+                }
+                bad
+            }
+            _ => None,
+        };
+        if let Some(at) = bad {
+            return Err(crate::InvalidInput::Name {
+                what,
+                value: at,
+                why: NUL_WHY.into(),
+            });
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod storable_tests {
+    use super::*;
+    use serde_json::json;
+
+    fn job() -> NewJob {
+        NewJob::new(QueueName::new("q").unwrap(), "k", json!({"a": 1}))
+    }
+
+    #[test]
+    fn a_nul_anywhere_postgres_cannot_store_is_refused_with_where() {
+        assert!(job().validate().is_ok());
+        let cases: Vec<(NewJob, &str)> = vec![
+            (
+                NewJob {
+                    args: json!({"a": "x\u{0}y"}),
+                    ..job()
+                },
+                "$.a",
+            ),
+            (
+                NewJob {
+                    args: json!({"a": [1, {"b": "\u{0}"}]}),
+                    ..job()
+                },
+                "$.a[1].b",
+            ),
+            (
+                NewJob {
+                    args: json!({"k\u{0}": 1}),
+                    ..job()
+                },
+                "$ (a key)",
+            ),
+            (
+                NewJob {
+                    args: json!("\u{0}"),
+                    ..job()
+                },
+                "$",
+            ),
+            (
+                NewJob {
+                    metadata: Some(json!({"m": "\u{0}"})),
+                    ..job()
+                },
+                "$.m",
+            ),
+            (
+                NewJob {
+                    unique_key: Some("a\u{0}b".into()),
+                    ..job()
+                },
+                "a\\u0000b",
+            ),
+            (
+                NewJob {
+                    kind: "k\u{0}".into(),
+                    ..job()
+                },
+                "k\u{0}",
+            ),
+        ];
+        for (j, at) in cases {
+            let err = j.validate().expect_err("refused").to_string();
+            assert!(err.contains(&format!("{at:?}")), "{at}: {err}");
+        }
+        // Escaped text that is not a NUL is fine.
+        assert!(
+            NewJob {
+                args: json!({"a": "\\u0000"}),
+                ..job()
+            }
+            .validate()
+            .is_ok()
+        );
     }
 }

@@ -20,7 +20,9 @@ pub mod sql;
 mod substrate;
 
 pub use ids::{Attempt, JobId, Priority, RunLease};
-pub use job::{AttemptToken, ClaimedJob, JobState, NewJob};
+pub use job::{
+    AttemptToken, ClaimedJob, JobState, NewJob, check_storable_json, check_storable_text,
+};
 pub use names::{QueueName, SchemaName, quote_ident};
 pub use routing::{Phase, Routing};
 pub use substrate::{SlotCounts, SubstrateShape};

@@ -366,6 +366,9 @@ impl ExecPlane for PgExecPlane {
             }
             .into());
         }
+        if let Some(c) = &progress.checkpoint {
+            awa_core::check_storable_json("checkpoint", c)?;
+        }
         let live: bool = sqlx::query_scalar(statement(
             include_str!("../sql/call_heartbeat.sql"),
             &self.schema,

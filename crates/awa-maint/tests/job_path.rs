@@ -491,6 +491,16 @@ async fn heartbeat_progress_survives_a_retry() {
         ..Default::default()
     };
     assert!(exec.heartbeat(&mut conn, &c.token, &bad).await.is_err());
+    // A checkpoint jsonb cannot store is refused before SQL, as invalid
+    // input (the connection is not left in an error).
+    let nul = awa_exec::Progress {
+        checkpoint: Some(serde_json::json!({"cursor": "a\u{0}b"})),
+        ..Default::default()
+    };
+    assert!(matches!(
+        exec.heartbeat(&mut conn, &c.token, &nul).await,
+        Err(awa_exec::ExecError::Invalid(_))
+    ));
     drop(conn);
     finish(
         &pool,

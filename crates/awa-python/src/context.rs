@@ -25,6 +25,15 @@ impl NativeContext {
     }
 }
 
+/// A refusal of what the handler passed is its `ValidationError`; the rest
+/// (the database) is an `AwaError`.
+fn exec_error(e: awa_exec::ExecError) -> PyErr {
+    match e {
+        awa_exec::ExecError::Invalid(invalid) => ValidationError::new_err(invalid.to_string()),
+        other => AwaError::new_err(other.to_string()),
+    }
+}
+
 fn parse_json(what: &str, text: &str) -> PyResult<serde_json::Value> {
     serde_json::from_str(text)
         .map_err(|e| ValidationError::new_err(format!("the {what} is not valid JSON: {e}")))
@@ -114,14 +123,12 @@ impl NativeContext {
             checkpoint,
         };
         self.wait(py, self.ctx.heartbeat(progress))
-            .map_err(|e| AwaError::new_err(e.to_string()))
+            .map_err(exec_error)
     }
 
     /// The checkpoint an earlier attempt saved, as JSON text, or None.
     fn checkpoint_json(&self, py: Python<'_>) -> PyResult<Option<String>> {
-        let cp = self
-            .wait(py, self.ctx.checkpoint())
-            .map_err(|e| AwaError::new_err(e.to_string()))?;
+        let cp = self.wait(py, self.ctx.checkpoint()).map_err(exec_error)?;
         Ok(cp.map(|v| v.to_string()))
     }
 
@@ -130,6 +137,6 @@ impl NativeContext {
     fn save_checkpoint(&self, py: Python<'_>, checkpoint_json: &str) -> PyResult<bool> {
         let value = parse_json("checkpoint", checkpoint_json)?;
         self.wait(py, self.ctx.save_checkpoint(value))
-            .map_err(|e| AwaError::new_err(e.to_string()))
+            .map_err(exec_error)
     }
 }
