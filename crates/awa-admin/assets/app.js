@@ -180,7 +180,7 @@ async function viewJob(id) {
   const j = data.job;
   const kv = (k, v) => [el("dt", {}, k), el("dd", { "data-field": k }, v)];
   const fields = [kv("id", j.id), kv("queue", j.queue), kv("kind", j.kind), kv("state", j.state),
-    kv("attempt", j.attempt + " of " + j.max_attempts), kv("priority", j.priority),
+    kv("attempt", j.attempt + " of " + j.max_attempts), kv("priority", j.priority + " (1 runs first, 4 last)"),
     kv("run lease", j.run_lease), kv("created", time(j.created_at)), kv("at", time(j.at)),
     kv("last error", j.last_error || "–"),
     kv("args", el("pre", {}, JSON.stringify(j.args, null, 2))),

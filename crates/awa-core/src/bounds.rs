@@ -113,7 +113,7 @@ pub const PRIORITY: CountBound = CountBound {
     what: "priority",
     min: 1,
     max: 4,
-    hint: "1 is lowest, 4 is highest, 2 is the default",
+    hint: "1 runs first, 4 last; 3 is the default",
 };
 
 /// Attempts of one job (per job or as a queue's default).
@@ -178,7 +178,8 @@ pub const SLOT_COUNT: CountBound = CountBound {
 
 // ---- Durations ------------------------------------------------------------
 
-/// A waiting job gains one priority step per this interval. PostgreSQL
+/// A waiting job moves one priority step towards 1 (first) per this
+/// interval. PostgreSQL
 /// intervals keep microseconds, and a zero interval divides by zero in every
 /// claim, so at least a second; `off` is a separate setting. Past 30 days
 /// aging no longer means anything.

@@ -38,7 +38,9 @@ impl fmt::Display for RunLease {
 /// The attempt number; the first run of a job is attempt 1.
 pub type Attempt = i32;
 
-/// Job priority: 1 (lowest) to 4 (highest), default 2.
+/// Job priority: 1 runs first, 4 last; the default is 3, which leaves two
+/// levels for more urgent work and one for background work
+/// (`docs/adr/0007-priority-1-runs-first.md`).
 ///
 /// A small range keeps the number of lanes per queue small, which keeps a
 /// claim to a handful of index probes.
@@ -49,7 +51,7 @@ pub struct Priority(i16);
 impl Priority {
     pub const MIN: i16 = crate::bounds::PRIORITY.min as i16;
     pub const MAX: i16 = crate::bounds::PRIORITY.max as i16;
-    pub const DEFAULT: Priority = Priority(2);
+    pub const DEFAULT: Priority = Priority(3);
 
     pub fn new(value: i64) -> Result<Self, InvalidInput> {
         let value = crate::bounds::PRIORITY.check(value)?;
@@ -77,6 +79,6 @@ mod tests {
         assert!(Priority::new(-1).is_err());
         assert!(Priority::new(5).is_err());
         assert_eq!(Priority::new(4).unwrap().get(), 4);
-        assert_eq!(Priority::default().get(), 2);
+        assert_eq!(Priority::default().get(), 3);
     }
 }

@@ -215,3 +215,31 @@ def test_the_sql_contracts_errors(db_url: str, queues, args, priorities, sqlstat
                 (queues, ["k"] * n, args, priorities, [None] * n, [None] * n, [None] * n, [None] * n),
             )
         assert raised.value.sqlstate == sqlstate
+
+
+@awa.job("py_prio", queue="py_prio")
+@dataclass
+class Prio:
+    n: int
+
+
+def test_priority_one_runs_first(db_url: str, client: awa.Client) -> None:
+    """Mixed priorities from Python run 1 first, 4 last, in enqueue order
+    within a priority (ADR 7; the old code ran 4,4,4,2,2,2,1,1,1)."""
+    mixed = [4, 2, 1, 4, 2, 1, 4, 2, 1]
+    assert Prio.__awa_job__.priority == 3, "the default"
+    with psycopg.connect(db_url) as conn:
+        awa.enqueue_many(conn, [awa.WithOptions(Prio(n=i), priority=p) for i, p in enumerate(mixed)])
+    ran: list[tuple[int, int]] = []
+    lock = threading.Lock()
+
+    def handle(job, ctx: awa.Context) -> None:
+        with lock:
+            ran.append((ctx.priority, job.n))
+
+    # One at a time, so the run order is the claim order.
+    worker = client.worker(queues={"py_prio": 1}).register(Prio, handle)
+    with running(worker):
+        wait_for("every job to run", lambda: len(ran) == len(mixed) or None)
+    assert ran == sorted((p, i) for i, p in enumerate(mixed))
+

@@ -28,7 +28,7 @@ pub trait Job: Serialize + DeserializeOwned + Send + Sync + 'static {
     /// The queue jobs of this type go to unless [`InsertOpts::queue`] says
     /// otherwise.
     const QUEUE: &'static str = "default";
-    /// Default priority (1 runs first, 4 last; None: the default, 2).
+    /// Default priority (1 runs first, 4 last; None: the default, 3).
     const PRIORITY: Option<i16> = None;
     /// Default attempts before failing (None: the substrate's default).
     const MAX_ATTEMPTS: Option<i32> = None;

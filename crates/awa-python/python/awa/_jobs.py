@@ -16,7 +16,8 @@ from ._awa import ValidationError
 T = TypeVar("T")
 
 DEFAULT_QUEUE = "default"
-DEFAULT_PRIORITY = 2
+# Priority 1 runs first, 4 last; the default is the Rust client's (3).
+DEFAULT_PRIORITY: int = _awa.DEFAULT_PRIORITY
 
 
 @dataclass(frozen=True)
@@ -59,7 +60,8 @@ def job(
     max_attempts: int | None = None,
 ) -> Any:
     """Map a dataclass or pydantic model to a job kind, with its default
-    queue, priority and max attempts (each can be overridden per enqueue).
+    queue, priority (1 runs first, 4 last; default 3) and max attempts
+    (each can be overridden per enqueue).
 
     The kind defaults to the class name in snake case. Used bare
     (``@awa.job``) or called (``@awa.job("send_email", queue="email")``).
