@@ -61,7 +61,14 @@ pub struct Metrics {
 }
 
 /// Live states whose counts are the queue depth gauge.
-const LIVE: [&str; 5] = ["available", "scheduled", "retryable", "snoozed", "running"];
+const LIVE: [&str; 6] = [
+    "available",
+    "scheduled",
+    "retryable",
+    "snoozed",
+    "buffered",
+    "running",
+];
 
 impl Metrics {
     /// Build the exporter and start recording the worker's instruments

@@ -184,7 +184,7 @@ CREATE TABLE IF NOT EXISTS awa.queue_health (
     schema_name           text        NOT NULL,
     queue                 text        NOT NULL,
     available             bigint      NOT NULL,
-    running               bigint      NOT NULL,
+    running               bigint      NOT NULL,  -- claimed: running or buffered
     deferred              bigint      NOT NULL,
     oldest_available_secs double precision,
     measured_at           timestamptz NOT NULL DEFAULT now(),

@@ -239,6 +239,15 @@ pub const SHUTDOWN_GRACE: DurationBound = DurationBound {
     hint: "in-flight jobs not finished within it are released or rescued",
 };
 
+/// How long a cancelled attempt's handler may run on after it was told,
+/// before the worker drops it and frees its slot.
+pub const CANCEL_GRACE: DurationBound = DurationBound {
+    what: "cancel grace",
+    min: Duration::ZERO,
+    max: Duration::from_secs(3600),
+    hint: "a handler told of a cancel gets this long to stop before it is dropped",
+};
+
 /// How often an idle queue is polled without a notification.
 pub const POLL_INTERVAL: DurationBound = DurationBound {
     what: "poll interval",
@@ -342,6 +351,7 @@ mod tests {
             ROTATE_INTERVAL,
             RESCUE_AFTER,
             SHUTDOWN_GRACE,
+            CANCEL_GRACE,
             POLL_INTERVAL,
             HEARTBEAT_INTERVAL,
         ] {

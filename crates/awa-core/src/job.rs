@@ -77,6 +77,12 @@ pub enum JobState {
     Scheduled,
     Retryable,
     Snoozed,
+    /// Claimed by a worker that holds it in its local buffer, waiting for
+    /// a free slot: not started yet. As its worker last reported it (at
+    /// most about a second ago).
+    Buffered,
+    /// Claimed, and its handler has started (as far as its worker last
+    /// reported, at most about a second ago).
     Running,
     Completed,
     Failed,
@@ -85,11 +91,12 @@ pub enum JobState {
 }
 
 impl JobState {
-    pub const ALL: [JobState; 9] = [
+    pub const ALL: [JobState; 10] = [
         JobState::Available,
         JobState::Scheduled,
         JobState::Retryable,
         JobState::Snoozed,
+        JobState::Buffered,
         JobState::Running,
         JobState::Completed,
         JobState::Failed,
@@ -103,6 +110,7 @@ impl JobState {
             JobState::Scheduled => "scheduled",
             JobState::Retryable => "retryable",
             JobState::Snoozed => "snoozed",
+            JobState::Buffered => "buffered",
             JobState::Running => "running",
             JobState::Completed => "completed",
             JobState::Failed => "failed",

@@ -3,7 +3,11 @@
 --   deferred                  -> removed, terminal fact carries the body
 --   running                   -> its live attempt is finished as cancelled
 --                                through the guarded path; the worker's later
---                                writes for that attempt are rejected
+--                                writes for that attempt are rejected, and
+--                                NOTIFY awa_cancel 'job_id:run_lease:cancelled'
+--                                (delivered at commit) tells the worker at
+--                                once, so its handler stops (the cancel rule,
+--                                awa-exec/src/worker/mod.rs)
 -- Returns the state the job was in, or NULL when it was not cancellable
 -- (unknown, or already terminal).
 CREATE OR REPLACE FUNCTION {schema}.cancel_job(p_job_id bigint)
@@ -60,6 +64,7 @@ BEGIN
                                        ARRAY['cancel'], ARRAY[NULL::interval], ARRAY['cancelled by operator'])
          WHERE accepted;
         IF FOUND THEN
+            PERFORM pg_notify('awa_cancel', p_job_id || ':' || v_r.run_lease || ':cancelled');
             RETURN 'running';
         END IF;
     END IF;

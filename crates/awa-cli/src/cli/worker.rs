@@ -42,6 +42,10 @@ pub struct WorkerRunArgs {
         conflicts_with = "exit_when_idle"
     )]
     pub exit_when_drained: Option<String>,
+    /// How long a job's handler may run on after the job was cancelled (or
+    /// rescued) before it is dropped and its slot freed (0s to 1h).
+    #[arg(long, value_name = "DURATION", default_value = "5s")]
+    pub cancel_grace: String,
     /// Do not also run as a maintenance leader candidate. Retries and
     /// scheduled jobs then wait for a maintenance leader elsewhere.
     #[arg(long)]

@@ -1,7 +1,7 @@
--- Pending migration of branch edges-runtime (issue 20, items 7 to 9).
+-- Pending migration of branch edges-runtime (issue 20, items 8 and 9).
 -- Runs once, in one transaction, as the migrator.
 --
--- 1. Priority: 1 now runs first and 4 last (docs/adr/0007). Until now 4
+-- 1. Priority (item 9): 1 now runs first and 4 last (docs/adr/0007). Until now 4
 --    ran first. Every stored priority p becomes 5 - p, so every job keeps
 --    its place in the run order across the upgrade (a backlog of former
 --    "4" jobs still runs before former "1" jobs), and the number shown
@@ -57,6 +57,47 @@ BEGIN
             UPDATE %I.done_entries
                SET body = jsonb_set(body, '{priority}', to_jsonb(5 - (body ->> 'priority')::integer))
              WHERE body ? 'priority'$sql$, v_schema);
+    END LOOP;
+END
+$migration$;
+
+-- 2. Buffered is not running (issue 20, item 8): each worker engine says
+--    which claimed jobs wait in its local buffer, not started, in one row
+--    of {schema}.worker_buffers (awa-exec install_exec_plane.sql); the read
+--    views (view_jobs.sql, a template regenerated with the functions)
+--    show those as 'buffered'. Create the table in every substrate, and
+--    give it to every role that holds the runtime grants there (the
+--    grant_runtime_role matrix: SELECT, INSERT, UPDATE, DELETE), found by
+--    its INSERT grant on claim_batches. This must run before the view
+--    templates are regenerated (they read the table).
+DO $migration$
+DECLARE
+    v_schema name;
+    v_role   name;
+BEGIN
+    FOR v_schema IN
+        SELECT n.nspname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+         WHERE c.relname = 'substrate_info' AND c.relkind = 'r'
+         ORDER BY n.nspname
+    LOOP
+        EXECUTE format($ddl$
+            CREATE TABLE IF NOT EXISTS %1$I.worker_buffers (
+                instance_id uuid        PRIMARY KEY,
+                job_ids     bigint[]    NOT NULL,
+                updated_at  timestamptz NOT NULL DEFAULT now()
+            ) WITH (fillfactor = 50)$ddl$, v_schema);
+        FOR v_role IN
+            SELECT DISTINCT r.rolname
+              FROM pg_class c
+             CROSS JOIN LATERAL aclexplode(c.relacl) a
+              JOIN pg_roles r ON r.oid = a.grantee
+             WHERE c.oid = format('%I.claim_batches', v_schema)::regclass
+               AND a.privilege_type = 'INSERT'
+               AND a.grantee <> c.relowner
+        LOOP
+            EXECUTE format('GRANT SELECT, INSERT, UPDATE, DELETE ON %I.worker_buffers TO %I',
+                           v_schema, v_role);
+        END LOOP;
     END LOOP;
 END
 $migration$;
