@@ -670,8 +670,7 @@ impl BufferReport {
             .map(|(t, _)| t.job_id.0)
             .collect();
         now.sort_unstable();
-        let refresh_due =
-            !now.is_empty() && self.at.is_none_or(|t| t.elapsed() >= BUFFER_REFRESH);
+        let refresh_due = !now.is_empty() && self.at.is_none_or(|t| t.elapsed() >= BUFFER_REFRESH);
         if now == self.said && !refresh_due {
             return;
         }
