@@ -618,7 +618,7 @@ async fn large_args_from_a_file_or_stdin_and_oversized_args_are_refused() {
 }
 
 /// `job enqueue --priority` then `worker run --concurrency 1`: priority 1
-/// runs first, 4 last, enqueue order within a priority (ADR 7). The old
+/// runs first, 4 last, enqueue order within a priority (ADR 8). The old
 /// code ran 4,4,4,2,2,2,1,1,1.
 #[tokio::test]
 async fn cli_jobs_run_priority_one_first() {

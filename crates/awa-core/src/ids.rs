@@ -40,7 +40,7 @@ pub type Attempt = i32;
 
 /// Job priority: 1 runs first, 4 last; the default is 3, which leaves two
 /// levels for more urgent work and one for background work
-/// (`docs/adr/0007-priority-1-runs-first.md`).
+/// (`docs/adr/0008-priority-1-runs-first.md`).
 ///
 /// A small range keeps the number of lanes per queue small, which keeps a
 /// claim to a handful of index probes.

@@ -225,7 +225,7 @@ class Prio:
 
 def test_priority_one_runs_first(db_url: str, client: awa.Client) -> None:
     """Mixed priorities from Python run 1 first, 4 last, in enqueue order
-    within a priority (ADR 7; the old code ran 4,4,4,2,2,2,1,1,1)."""
+    within a priority (ADR 8; the old code ran 4,4,4,2,2,2,1,1,1)."""
     mixed = [4, 2, 1, 4, 2, 1, 4, 2, 1]
     assert Prio.__awa_job__.priority == 3, "the default"
     with psycopg.connect(db_url) as conn:

@@ -4,7 +4,7 @@
 -- them. Called only from the execution plane's claim, in the same
 -- statement that writes the claim batch.
 --
--- Order: priority 1 first, 4 last (docs/adr/0007), after aging, then lane
+-- Order: priority 1 first, 4 last (docs/adr/0008), after aging, then lane
 -- position. Aging moves a waiting job one step towards 1 per aging
 -- interval (the effective priority may go below 1). Within one lane the
 -- effective priority is made non-decreasing (a running maximum: a newer

@@ -1,4 +1,4 @@
-//! Priority 1 runs first, 4 last (ADR 7), whichever way a job was made:
+//! Priority 1 runs first, 4 last (ADR 8), whichever way a job was made:
 //! typed jobs (the derive's default and `InsertOpts`), untyped `NewJob`s,
 //! through `work_one` and through a running worker. Within a priority,
 //! jobs run in the order they were enqueued.

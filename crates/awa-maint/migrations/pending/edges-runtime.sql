@@ -1,7 +1,7 @@
 -- Pending migration of branch edges-runtime (issue 20, items 8 and 9).
 -- Runs once, in one transaction, as the migrator.
 --
--- 1. Priority (item 9): 1 now runs first and 4 last (docs/adr/0007). Until now 4
+-- 1. Priority (item 9): 1 now runs first and 4 last (docs/adr/0008). Until now 4
 --    ran first. Every stored priority p becomes 5 - p, so every job keeps
 --    its place in the run order across the upgrade (a backlog of former
 --    "4" jobs still runs before former "1" jobs), and the number shown
