@@ -122,3 +122,35 @@ def test_a_sync_handler_that_ignores_the_cancel_is_abandoned(db_url: str, client
     assert client.get_job(first)["state"] == "cancelled"
     assert out["stats"]["dropped"] == 1
     assert out["stats"]["completed"] == 1
+
+
+def test_admin_reads_say_running_and_buffered_apart(db_url: str, client: awa.Client) -> None:
+    """At concurrency 2 with a third job claimed into the worker's buffer,
+    Python's reads say 2 running and 1 buffered (they said 3 running)."""
+    with psycopg.connect(db_url) as conn:
+        ids = [j.id for j in awa.enqueue_many(conn, [awa.RawJob("hold", {}, queue="py_buffered")] * 3)]
+    started: list[int] = []
+    lock = threading.Lock()
+
+    def hold(args: dict, ctx: awa.Context) -> None:
+        with lock:
+            started.append(ctx.job_id)
+        ctx.wait_cancelled(120)
+
+    def counts() -> tuple[int, int]:
+        s = client.queue_stats("py_buffered")["py_buffered"]
+        return s.get("running", 0), s.get("buffered", 0)
+
+    worker = client.worker(queues={"py_buffered": 2}, cancel_grace=600).register("hold", hold)
+    with running(worker):
+        wait_for("2 running and 1 buffered", lambda: counts() == (2, 1))
+        first, second = started[:2]
+        (third,) = set(ids) - {first, second}
+        assert client.get_job(first)["state"] == "running"
+        assert client.get_job(third)["state"] == "buffered"
+        client.cancel(first)
+        wait_for("the buffered job to start", lambda: third in started)
+        wait_for("2 running and none buffered", lambda: counts() == (2, 0))
+        assert client.get_job(third)["state"] == "running"
+        client.cancel(second)
+        client.cancel(third)
