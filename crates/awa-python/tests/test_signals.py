@@ -48,7 +48,7 @@ def test_a_signal_lets_the_in_flight_handler_finish(
     wait_state(client, job_id, "completed")
 
 
-@pytest.mark.parametrize("mode", ["busy", "busy_async"])
+@pytest.mark.parametrize("mode", ["busy", "busy_waiting", "busy_async"])
 def test_a_handler_that_never_returns_does_not_crash_the_exit(
     db_url: str, client: awa.Client, tmp_path: pathlib.Path, mode: str
 ) -> None:

@@ -36,6 +36,15 @@ def busy(args: dict, ctx: awa.Context) -> None:
         n += 1
 
 
+def busy_waiting(args: dict, ctx: awa.Context) -> None:
+    # Deaf to the shutdown, but in and out of the native side all along
+    # (each wait lets the GIL go and takes it back).
+    (out / "started").write_text(str(ctx.job_id))
+    while True:
+        ctx.wait_cancelled(0.001)
+        ctx.is_shutting_down()
+
+
 async def busy_async(args: dict, ctx: awa.Context) -> None:
     (out / "started").write_text(str(ctx.job_id))
     n = 0
@@ -43,7 +52,7 @@ async def busy_async(args: dict, ctx: awa.Context) -> None:
         n += 1
 
 
-handlers = {"async": slow_async, "busy": busy, "busy_async": busy_async}
+handlers = {"async": slow_async, "busy": busy, "busy_waiting": busy_waiting, "busy_async": busy_async}
 worker = awa.Client(url).worker(queues={"py_signals": 2}, shutdown_grace=grace)
 worker.register("slow", handlers.get(mode, slow))
 if mode == "run_async":
