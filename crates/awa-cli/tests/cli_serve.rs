@@ -126,6 +126,14 @@ impl Server {
     }
 }
 
+impl Drop for Server {
+    /// A test that fails before `stop()` leaves no process behind.
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
 /// Whether the text format has a sample of `name` with these labels and
 /// this value.
 fn sample(text: &str, name: &str, labels: &[&str], value: &str) -> bool {
