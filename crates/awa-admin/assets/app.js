@@ -6,8 +6,8 @@
 
 const TOKEN_KEY = "awa-admin-token";
 const REFRESH_MS = 5000;
-const STATES = ["available", "scheduled", "retryable", "snoozed", "running", "completed", "failed",
-  "cancelled", "dead_lettered"];
+const STATES = ["available", "scheduled", "retryable", "snoozed", "buffered", "running", "completed",
+  "failed", "cancelled", "dead_lettered"];
 
 let info = null;
 let timer = null;
@@ -69,7 +69,7 @@ function age(secs) {
 function time(iso) { return iso ? new Date(iso).toLocaleString() : "–"; }
 
 function table(headers, rows, attrs) {
-  const head = el("tr", {}, ...headers.map(h => el("th", { class: h.num ? "num" : null }, h.label || h)));
+  const head = el("tr", {}, ...headers.map(h => el("th", { class: h.num ? "num" : null, title: h.title || null }, h.label || h)));
   return el("div", { class: "table-wrap" }, el("table", attrs || {}, el("thead", {}, head), el("tbody", {}, ...rows)));
 }
 
@@ -120,7 +120,8 @@ async function viewQueues() {
     return el("tr", { "data-queue-row": q.queue },
       el("td", {}, el("a", { href: "#/jobs?queue=" + encodeURIComponent(q.queue) }, q.queue),
         q.paused ? el("span", { class: "muted", "data-paused": q.queue }, " (paused)") : null),
-      cell("available"), cell("scheduled"), cell("retryable"), cell("running"), cell("completed"),
+      cell("available"), cell("scheduled"), cell("retryable"), cell("buffered"), cell("running"),
+      cell("completed"),
       cell("failed"), cell("dead_lettered"),
       el("td", { class: "num", "data-oldest": q.queue }, age(q.oldest_available_secs)),
       el("td", { "data-spark": q.queue }, sparkline(done, "completed per minute, last " + data.throughput_minutes + " minutes")),
@@ -130,7 +131,9 @@ async function viewQueues() {
   });
   const num = label => ({ label, num: true });
   return [el("h2", {}, "Queues"),
-    rows.length ? table(["Queue", num("Available"), num("Scheduled"), num("Retryable"), num("Running"),
+    rows.length ? table(["Queue", num("Available"), num("Scheduled"), num("Retryable"),
+      Object.assign(num("Buffered"), { title: "claimed by a worker, waiting for a free slot: not started" }),
+      Object.assign(num("Running"), { title: "claimed and started" }),
       num("Completed"), num("Failed"), num("DLQ"), num("Oldest"), "Done/min (" + data.throughput_minutes + " min)", ""],
       rows, { id: "queues" }) : el("p", { class: "muted" }, "No queues yet.")];
 }
@@ -234,7 +237,7 @@ async function viewJob(id) {
   const j = data.job;
   const kv = (k, v) => [el("dt", {}, k), el("dd", { "data-field": k }, v)];
   const fields = [kv("id", j.id), kv("queue", j.queue), kv("kind", j.kind), kv("state", j.state),
-    kv("attempt", j.attempt + " of " + j.max_attempts), kv("priority", j.priority),
+    kv("attempt", j.attempt + " of " + j.max_attempts), kv("priority", j.priority + " (1 runs first, 4 last)"),
     kv("run lease", j.run_lease), kv("created", time(j.created_at)), kv("at", time(j.at)),
     kv("last error", j.last_error || "–"),
     kv("args", el("pre", {}, JSON.stringify(j.args, null, 2))),

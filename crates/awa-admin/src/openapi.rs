@@ -13,7 +13,9 @@ use utoipa::OpenApi;
         description = "The operator API of `awa serve`: queues, jobs, the dead-letter queue, \
             storage health, runtimes and cron schedules, plus actions. Actions (every POST) need \
             `Authorization: Bearer <AWA_ADMIN_TOKEN>`; without a configured token the server is \
-            read-only and answers them 403. Every error is `{\"error\": {\"code\", \"message\"}}`.",
+            read-only and answers them 403. Every request must name this server in `Host` \
+            (loopback, the listen address, or a name given with `--allowed-host`); any other is \
+            answered 421 `host_not_allowed`. Every error is `{\"error\": {\"code\", \"message\"}}`.",
         license(name = "MIT OR Apache-2.0")
     ),
     paths(
@@ -22,7 +24,7 @@ use utoipa::OpenApi;
         system::cron, crate::metrics::scrape
     ),
     components(schemas(crate::ErrorBody, crate::ErrorDetail, model::ServerInfo)),
-    modifiers(&BearerAuth),
+    modifiers(&BearerAuth, &HostRule),
     security(("bearer" = []))
 )]
 pub struct ApiDoc;
@@ -38,6 +40,44 @@ impl utoipa::Modify for BearerAuth {
             "bearer",
             SecurityScheme::Http(HttpBuilder::new().scheme(HttpAuthScheme::Bearer).build()),
         );
+    }
+}
+
+/// Every operation may be answered 421 by the origin rule (`origin.rs`),
+/// which runs before any handler.
+#[derive(Debug)]
+struct HostRule;
+
+impl utoipa::Modify for HostRule {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        use utoipa::openapi::{ContentBuilder, RefOr, ResponseBuilder};
+        let response = ResponseBuilder::new()
+            .description("The Host header does not name this server")
+            .content(
+                "application/json",
+                ContentBuilder::new()
+                    .schema(Some(RefOr::Ref(utoipa::openapi::Ref::from_schema_name(
+                        "ErrorBody",
+                    ))))
+                    .build(),
+            )
+            .build();
+        for item in openapi.paths.paths.values_mut() {
+            for op in [
+                &mut item.get,
+                &mut item.post,
+                &mut item.put,
+                &mut item.delete,
+                &mut item.patch,
+            ]
+            .into_iter()
+            .flatten()
+            {
+                op.responses
+                    .responses
+                    .insert("421".into(), RefOr::T(response.clone()));
+            }
+        }
     }
 }
 

@@ -284,6 +284,10 @@ async fn every_page_shows_the_database_and_retry_works() {
     .await;
     assert_eq!(text(&page, "[data-field=\"state\"]").await, "dead_lettered");
     assert_eq!(text(&page, "[data-field=\"last error\"]").await, "boom");
+    assert_eq!(
+        text(&page, "[data-field=\"priority\"]").await,
+        "3 (1 runs first, 4 last)"
+    );
     shoot(&page, "job").await;
 
     // DLQ: unlock with the token, click retry on one entry, see it leave.

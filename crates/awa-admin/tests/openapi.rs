@@ -270,6 +270,23 @@ async fn real_responses_match_the_document() {
     assert_eq!(unauthorized.status, StatusCode::UNAUTHORIZED);
     check(&doc, "post", "/api/queues/{queue}/pause", &unauthorized);
 
+    // The origin rule's refusal is documented on every operation.
+    for (method, template, uri) in [
+        ("get", "/api/jobs", "/api/jobs"),
+        ("post", "/api/dlq/purge", "/api/dlq/purge"),
+        ("get", "/metrics", "/metrics"),
+    ] {
+        let req = axum::http::Request::builder()
+            .method(method.to_uppercase().as_str())
+            .uri(uri)
+            .header(axum::http::header::HOST, "evil.example")
+            .body(axum::body::Body::empty())
+            .unwrap();
+        let foreign = send(&app, req).await;
+        assert_eq!(foreign.status, StatusCode::MISDIRECTED_REQUEST);
+        check(&doc, method, template, &foreign);
+    }
+
     // A database error answers in the documented shape too.
     sqlx::query("ALTER VIEW awa.jobs RENAME TO jobs_elsewhere")
         .execute(&pool)

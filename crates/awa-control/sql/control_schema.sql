@@ -86,7 +86,7 @@ CREATE TABLE IF NOT EXISTS awa.cron_jobs (
     queue            text        NOT NULL,
     kind             text        NOT NULL CHECK (length(kind) BETWEEN 1 AND 255),
     args             jsonb       NOT NULL DEFAULT '{}',
-    priority         smallint    NOT NULL DEFAULT 2 CHECK (priority BETWEEN 1 AND 4),
+    priority         smallint    NOT NULL DEFAULT 3 CHECK (priority BETWEEN 1 AND 4),  -- 1 runs first
     max_attempts     integer     CHECK (max_attempts BETWEEN 1 AND 1000),
     metadata         jsonb,
     -- After downtime: 'skip' fires only the latest missed tick,
@@ -214,7 +214,7 @@ CREATE TABLE IF NOT EXISTS awa.queue_health (
     schema_name           text        NOT NULL,
     queue                 text        NOT NULL,
     available             bigint      NOT NULL,
-    running               bigint      NOT NULL,
+    running               bigint      NOT NULL,  -- claimed: running or buffered
     deferred              bigint      NOT NULL,
     oldest_available_secs double precision,
     measured_at           timestamptz NOT NULL DEFAULT now(),

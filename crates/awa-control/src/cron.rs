@@ -57,7 +57,7 @@ pub struct Schedule {
     pub kind: String,
     /// The args of each tick's job.
     pub args: serde_json::Value,
-    /// The priority of each tick's job (4 runs first, 1 last).
+    /// The priority of each tick's job (1 runs first, 4 last).
     pub priority: i16,
     /// Attempts of each tick's job (None: the default).
     pub max_attempts: Option<i32>,
@@ -105,6 +105,11 @@ impl Schedule {
             });
         }
         awa_core::Priority::new(i64::from(self.priority))?;
+        // What every fire enqueues must be storable (no NUL in jsonb).
+        awa_core::check_storable_json("schedule args", &self.args)?;
+        if let Some(m) = &self.metadata {
+            awa_core::check_storable_json("schedule metadata", m)?;
+        }
         if let Some(n) = self.max_attempts {
             awa_core::bounds::MAX_ATTEMPTS.check(i64::from(n))?;
         }
@@ -622,6 +627,20 @@ mod tests {
                     ..ok.clone()
                 },
                 "catch-up",
+            ),
+            (
+                Schedule {
+                    args: serde_json::json!({"a": "\u{0}"}),
+                    ..ok.clone()
+                },
+                "NUL",
+            ),
+            (
+                Schedule {
+                    metadata: Some(serde_json::json!({"m": "\u{0}"})),
+                    ..ok.clone()
+                },
+                "NUL",
             ),
         ];
         for (s, quoted) in cases {

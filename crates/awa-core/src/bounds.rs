@@ -119,7 +119,7 @@ pub const PRIORITY: CountBound = CountBound {
     what: "priority",
     min: 1,
     max: 4,
-    hint: "1 is lowest, 4 is highest, 2 is the default",
+    hint: "1 runs first, 4 last; 3 is the default",
 };
 
 /// Attempts of one job (per job or as a queue's default).
@@ -194,7 +194,8 @@ pub const SLOT_COUNT: CountBound = CountBound {
 
 // ---- Durations ------------------------------------------------------------
 
-/// A waiting job gains one priority step per this interval. PostgreSQL
+/// A waiting job moves one priority step towards 1 (first) per this
+/// interval. PostgreSQL
 /// intervals keep microseconds, and a zero interval divides by zero in every
 /// claim, so at least a second; `off` is a separate setting. Past 30 days
 /// aging no longer means anything.
@@ -284,6 +285,15 @@ pub const SHUTDOWN_GRACE: DurationBound = DurationBound {
     min: Duration::ZERO,
     max: Duration::from_secs(3600),
     hint: "in-flight jobs not finished within it are released or rescued",
+};
+
+/// How long a cancelled attempt's handler may run on after it was told,
+/// before the worker drops it and frees its slot.
+pub const CANCEL_GRACE: DurationBound = DurationBound {
+    what: "cancel grace",
+    min: Duration::ZERO,
+    max: Duration::from_secs(3600),
+    hint: "a handler told of a cancel gets this long to stop before it is dropped",
 };
 
 /// How often an idle queue is polled without a notification.
@@ -396,6 +406,7 @@ mod tests {
             RESCUE_AFTER,
             PRUNE_LOCK_TIMEOUT,
             SHUTDOWN_GRACE,
+            CANCEL_GRACE,
             POLL_INTERVAL,
             HEARTBEAT_INTERVAL,
             UNIQUE_PERIOD,

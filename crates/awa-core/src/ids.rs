@@ -41,7 +41,9 @@ impl fmt::Display for RunLease {
 /// The attempt number; the first run of a job is attempt 1.
 pub type Attempt = i32;
 
-/// Job priority: 1 (lowest) to 4 (highest), default 2.
+/// Job priority: 1 runs first, 4 last; the default is 3, which leaves two
+/// levels for more urgent work and one for background work
+/// (`docs/adr/0008-priority-1-runs-first.md`).
 ///
 /// A small range keeps the number of lanes per queue small, which keeps a
 /// claim to a handful of index probes.
@@ -55,7 +57,7 @@ impl Priority {
     /// The highest priority: runs first.
     pub const MAX: i16 = crate::bounds::PRIORITY.max as i16;
     /// The priority of a job that names none.
-    pub const DEFAULT: Priority = Priority(2);
+    pub const DEFAULT: Priority = Priority(3);
 
     /// `value` as a priority, refused outside [`Priority::MIN`] ..=
     /// [`Priority::MAX`].
@@ -86,6 +88,6 @@ mod tests {
         assert!(Priority::new(-1).is_err());
         assert!(Priority::new(5).is_err());
         assert_eq!(Priority::new(4).unwrap().get(), 4);
-        assert_eq!(Priority::default().get(), 2);
+        assert_eq!(Priority::default().get(), 3);
     }
 }

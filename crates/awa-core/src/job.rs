@@ -15,7 +15,7 @@ pub struct NewJob {
     pub kind: String,
     /// The job's arguments, stored as JSON.
     pub args: serde_json::Value,
-    /// 4 runs first, 1 last.
+    /// 1 runs first, 4 last.
     pub priority: Priority,
     /// `None` or a time not in the future means "runnable now".
     pub run_at: Option<DateTime<Utc>>,
@@ -84,7 +84,7 @@ pub struct ClaimedJob {
     pub kind: String,
     /// Its arguments.
     pub args: serde_json::Value,
-    /// Its priority (4 runs first, 1 last).
+    /// Its priority (1 runs first, 4 last).
     pub priority: i16,
     /// 1 on the first run.
     pub attempt: i32,
@@ -111,7 +111,12 @@ pub enum JobState {
     Retryable,
     /// Snoozed by its handler; runnable again after the delay.
     Snoozed,
-    /// Claimed by a worker.
+    /// Claimed by a worker that holds it in its local buffer, waiting for
+    /// a free slot: not started yet. As its worker last reported it (at
+    /// most about a second ago).
+    Buffered,
+    /// Claimed, and its handler has started (as far as its worker last
+    /// reported, at most about a second ago).
     Running,
     /// Finished successfully (terminal).
     Completed,
@@ -126,11 +131,12 @@ pub enum JobState {
 
 impl JobState {
     /// Every state, in lifecycle order.
-    pub const ALL: [JobState; 9] = [
+    pub const ALL: [JobState; 10] = [
         JobState::Available,
         JobState::Scheduled,
         JobState::Retryable,
         JobState::Snoozed,
+        JobState::Buffered,
         JobState::Running,
         JobState::Completed,
         JobState::Failed,
@@ -145,6 +151,7 @@ impl JobState {
             JobState::Scheduled => "scheduled",
             JobState::Retryable => "retryable",
             JobState::Snoozed => "snoozed",
+            JobState::Buffered => "buffered",
             JobState::Running => "running",
             JobState::Completed => "completed",
             JobState::Failed => "failed",
@@ -253,11 +260,19 @@ impl NewJob {
         Ok(())
     }
 
-    /// Check what the types cannot: kind, max attempts, unique key and
-    /// key spec.
+    /// Check what the types cannot: kind, max attempts, unique key, key
+    /// spec, and that args, metadata and key hold no NUL (PostgreSQL
+    /// refuses it in text and jsonb, so the job could never be stored).
     pub fn validate(&self) -> Result<(), crate::InvalidInput> {
         use crate::InvalidInput;
         Self::check_kind(&self.kind)?;
+        check_storable_json("job args", &self.args)?;
+        if let Some(m) = &self.metadata {
+            check_storable_json("job metadata", m)?;
+        }
+        if let Some(key) = &self.unique_key {
+            check_storable_text("unique key", key)?;
+        }
         if let Some(max) = self.max_attempts {
             crate::bounds::CountBound {
                 hint: "a job runs at least once; leave it unset for the queue default",
@@ -278,5 +293,144 @@ impl NewJob {
             unique.validate()?;
         }
         Ok(())
+    }
+}
+
+const NUL_WHY: &str = "it contains a NUL character (\\u0000), which PostgreSQL cannot store in \
+    text or jsonb; remove it, or encode binary data (e.g. as base64)";
+
+/// Refuse text PostgreSQL cannot store: a NUL character.
+pub fn check_storable_text(what: &'static str, text: &str) -> Result<(), crate::InvalidInput> {
+    if text.contains('\0') {
+        return Err(crate::InvalidInput::Name {
+            what,
+            value: text.replace('\0', "\\u0000").chars().take(100).collect(),
+            why: NUL_WHY.into(),
+        });
+    }
+    Ok(())
+}
+
+/// Refuse JSON PostgreSQL's jsonb cannot store: a NUL in any string or
+/// object key. The error names where (`$.a.b[2]`), not the value.
+pub fn check_storable_json(
+    what: &'static str,
+    value: &serde_json::Value,
+) -> Result<(), crate::InvalidInput> {
+    use serde_json::Value;
+    // An explicit stack: a deeply nested value cannot exhaust ours.
+    let mut stack: Vec<(&Value, String)> = vec![(value, "$".to_string())];
+    while let Some((v, path)) = stack.pop() {
+        let bad = match v {
+            Value::String(s) => s.contains('\0').then(|| path.clone()),
+            Value::Array(items) => {
+                for (i, item) in items.iter().enumerate() {
+                    stack.push((item, format!("{path}[{i}]")));
+                }
+                None
+            }
+            Value::Object(map) => {
+                let mut bad = None;
+                for (k, item) in map {
+                    if k.contains('\0') {
+                        bad = Some(format!("{path} (a key)"));
+                        break;
+                    }
+                    stack.push((
+                        item,
+                        format!("{path}.{}", k.chars().take(40).collect::<String>()),
+                    ));
+                }
+                bad
+            }
+            _ => None,
+        };
+        if let Some(at) = bad {
+            return Err(crate::InvalidInput::Name {
+                what,
+                value: at,
+                why: NUL_WHY.into(),
+            });
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod storable_tests {
+    use super::*;
+    use serde_json::json;
+
+    fn job() -> NewJob {
+        NewJob::new(QueueName::new("q").unwrap(), "k", json!({"a": 1}))
+    }
+
+    #[test]
+    fn a_nul_anywhere_postgres_cannot_store_is_refused_with_where() {
+        assert!(job().validate().is_ok());
+        let cases: Vec<(NewJob, &str)> = vec![
+            (
+                NewJob {
+                    args: json!({"a": "x\u{0}y"}),
+                    ..job()
+                },
+                "$.a",
+            ),
+            (
+                NewJob {
+                    args: json!({"a": [1, {"b": "\u{0}"}]}),
+                    ..job()
+                },
+                "$.a[1].b",
+            ),
+            (
+                NewJob {
+                    args: json!({"k\u{0}": 1}),
+                    ..job()
+                },
+                "$ (a key)",
+            ),
+            (
+                NewJob {
+                    args: json!("\u{0}"),
+                    ..job()
+                },
+                "$",
+            ),
+            (
+                NewJob {
+                    metadata: Some(json!({"m": "\u{0}"})),
+                    ..job()
+                },
+                "$.m",
+            ),
+            (
+                NewJob {
+                    unique_key: Some("a\u{0}b".into()),
+                    ..job()
+                },
+                "a\\u0000b",
+            ),
+            (
+                NewJob {
+                    kind: "k\u{0}".into(),
+                    ..job()
+                },
+                "k\u{0}",
+            ),
+        ];
+        for (j, at) in cases {
+            let err = j.validate().expect_err("refused").to_string();
+            assert!(err.contains(&format!("{at:?}")), "{at}: {err}");
+        }
+        // Escaped text that is not a NUL is fine.
+        assert!(
+            NewJob {
+                args: json!({"a": "\\u0000"}),
+                ..job()
+            }
+            .validate()
+            .is_ok()
+        );
     }
 }

@@ -22,7 +22,9 @@ mod substrate;
 mod unique;
 
 pub use ids::{Attempt, JobId, Priority, RunLease};
-pub use job::{AttemptToken, ClaimedJob, JobState, NewJob};
+pub use job::{
+    AttemptToken, ClaimedJob, JobState, NewJob, check_storable_json, check_storable_text,
+};
 pub use names::{QueueName, SchemaName, quote_ident};
 pub use routing::{Phase, Routing};
 pub use selection::{JobSelection, SelectionFor, check_containment};

@@ -6,7 +6,11 @@
 -- attempt ran, so none is added. The count delta goes to the queue ring.
 --   running                   -> its live attempt is finished as cancelled
 --                                through the guarded path; the worker's later
---                                writes for that attempt are rejected
+--                                writes for that attempt are rejected, and
+--                                NOTIFY awa_cancel 'job_id:run_lease:cancelled'
+--                                (delivered at commit) tells the worker at
+--                                once, so its handler stops (the cancel rule,
+--                                awa-exec/src/worker/mod.rs)
 -- Its unique key is released, or kept until its period ends when its key
 -- spec keeps cancelled jobs (unique_held), as finish does.
 -- Returns the state the job was in, or NULL when it was not cancellable
@@ -92,6 +96,7 @@ BEGIN
                                        ARRAY['cancel'], ARRAY[NULL::interval], ARRAY['cancelled by operator'])
          WHERE accepted;
         IF FOUND THEN
+            PERFORM pg_notify('awa_cancel', p_job_id || ':' || v_r.run_lease || ':cancelled');
             RETURN 'running';
         END IF;
     END IF;

@@ -4,7 +4,10 @@
 -- Abandoned means: open, and either claimed more than `stale` ago with no
 -- lease heartbeat within `stale`, or past its hard deadline, or waiting for
 -- a callback that timed out; parked attempts (exec_park) likewise. Returns
--- how many were rescued.
+-- how many were rescued. Each rescued attempt is named on NOTIFY
+-- awa_cancel ('job_id:run_lease:rescued', delivered at commit), so a
+-- worker that still runs it (a slow one, or one past a deadline) tells
+-- its handler to stop at once.
 --
 -- Bounds (SQLSTATE 22023, before anything is read): stale within
 -- awa_core::bounds::RESCUE_AFTER, 1 second to 1 day. Workers heartbeat a
@@ -77,7 +80,7 @@ BEGIN
                 AND (p.heartbeat_at IS NULL OR p.heartbeat_at < now() - p_stale))
          LIMIT p_limit)
     )
-    SELECT count(*) INTO v_count
+    SELECT count(pg_notify('awa_cancel', f.job_id || ':' || f.run_lease || ':rescued')) INTO v_count
       FROM {schema}.finish(
           ARRAY(SELECT job_id FROM abandoned ORDER BY job_id),
           ARRAY(SELECT run_lease FROM abandoned ORDER BY job_id),

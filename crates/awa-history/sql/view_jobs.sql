@@ -4,7 +4,12 @@
 -- by live work, not by retained history. For operators and tests; the hot path never reads it.
 --   available      ready entry past its lane head, not tombstoned
 --   running        an open item of a claim batch (no closure link lists
---                  it), or a parked attempt
+--                  it), or a parked attempt, whose worker does not list it
+--                  in worker_buffers (its handler has started)
+--   buffered       the same, listed in its worker's worker_buffers row:
+--                  claimed, waiting in the worker's local buffer, not
+--                  started (the worker rewrites that row at most once a
+--                  second, so the split is true to about a second)
 --   scheduled / retryable / snoozed   deferred row (released: available)
 --   completed / failed / cancelled    terminal_jobs
 --   dead_lettered  dlq entry
@@ -26,7 +31,11 @@ SELECT e.job_id AS id, e.queue, e.kind, e.args, e.priority, 'available'::text AS
    AND NOT EXISTS (SELECT 1 FROM {schema}.ready_tombstones t
                     WHERE t.slot = e.slot AND t.job_id = e.job_id AND t.lane_seq = e.lane_seq)
 UNION ALL
-SELECT u.job_id, b.queue, e.kind, e.args, e.priority, 'running', u.attempt, e.max_attempts,
+SELECT u.job_id, b.queue, e.kind, e.args, e.priority,
+       CASE WHEN EXISTS (SELECT 1 FROM {schema}.worker_buffers w
+                          WHERE w.instance_id = b.instance_id AND u.job_id = ANY (w.job_ids))
+            THEN 'buffered' ELSE 'running' END,
+       u.attempt, e.max_attempts,
        u.run_lease, e.created_at, b.claimed_at, NULL, e.metadata, e.attempts, b.instance_id
   FROM {schema}.claim_batches b
  CROSS JOIN LATERAL unnest(b.job_ids, b.run_leases, b.attempts, b.ready_slots, b.ready_seqs,
@@ -44,7 +53,11 @@ SELECT u.job_id, b.queue, e.kind, e.args, e.priority, 'running', u.attempt, e.ma
    AND NOT EXISTS (SELECT 1 FROM {schema}.claim_closures c
                     WHERE c.slot = b.slot AND c.batch_id = b.batch_id AND u.item = ANY (c.items))
 UNION ALL
-SELECT p.job_id, p.queue, p.kind, p.args, p.priority, 'running', p.attempt, p.max_attempts,
+SELECT p.job_id, p.queue, p.kind, p.args, p.priority,
+       CASE WHEN EXISTS (SELECT 1 FROM {schema}.worker_buffers w
+                          WHERE w.instance_id = p.instance_id AND p.job_id = ANY (w.job_ids))
+            THEN 'buffered' ELSE 'running' END,
+       p.attempt, p.max_attempts,
        p.run_lease, p.created_at, p.claimed_at, NULL, p.metadata, p.attempts, p.instance_id
   FROM {schema}.parked_attempts p
 UNION ALL

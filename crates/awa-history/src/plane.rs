@@ -15,6 +15,7 @@ pub struct JobView {
     pub queue: String,
     pub kind: String,
     pub args: serde_json::Value,
+    /// 1 runs first, 4 last.
     pub priority: i16,
     pub state: JobState,
     pub attempt: i32,

@@ -66,6 +66,10 @@
 --   parked_attempts           SIUD  prune parks long attempts (exec_park);
 --                                   heartbeat updates; finish deletes (the
 --                                   guard of a parked attempt); rescue reads
+--   worker_buffers            SIUD  each worker engine upserts the jobs it
+--                                   holds buffered, deletes its row when it
+--                                   stops and expired rows when it starts;
+--                                   the read views read it
 --   exec_settings             SIU   rescue publishes its bound (upsert);
 --                                   workers read it for their cadence
 --   history_horizon           SIU   prune moves it on retirement (upsert);
@@ -150,6 +154,7 @@ DECLARE
         ['substrate', 'deferred_jobs',            'SELECT, INSERT, UPDATE, DELETE'],
         ['substrate', 'attempt_state',            'SELECT, INSERT, UPDATE, DELETE'],
         ['substrate', 'parked_attempts',          'SELECT, INSERT, UPDATE, DELETE'],
+        ['substrate', 'worker_buffers',           'SELECT, INSERT, UPDATE, DELETE'],
         ['substrate', 'exec_settings',            'SELECT, INSERT, UPDATE'],
         ['substrate', 'history_horizon',          'SELECT, INSERT, UPDATE'],
         ['substrate', 'dlq_entries',              'SELECT, INSERT, UPDATE, DELETE'],

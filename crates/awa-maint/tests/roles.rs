@@ -443,6 +443,7 @@ const SUBSTRATE: &[(&str, &str)] = &[
     ("deferred_jobs", "SIUD"),
     ("attempt_state", "SIUD"),
     ("parked_attempts", "SIUD"),
+    ("worker_buffers", "SIUD"),
     ("exec_settings", "SIU"),
     ("history_horizon", "SIU"),
     ("dlq_entries", "SIUD"),

@@ -73,6 +73,8 @@ fn _awa(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add("ENQUEUE_SQL", ENQUEUE_SQL)?;
+    // 1 runs first, 4 last; the Rust client's default (ADR 12).
+    m.add("DEFAULT_PRIORITY", awa_core::Priority::DEFAULT.get())?;
     m.add("AwaError", py.get_type::<error::AwaError>())?;
     m.add("ValidationError", py.get_type::<error::ValidationError>())?;
     m.add_function(wrap_pyfunction!(cli_main, m)?)?;

@@ -96,7 +96,7 @@ BEGIN
         RAISE EXCEPTION 'job % of this enqueue has % (priority is 1 to 4, max attempts 1 to 1000)',
                         v_big_ord, v_bad
             USING ERRCODE = 'check_violation',
-                  HINT = 'Send a priority of 1 (lowest) to 4 (highest) and max attempts of 1 to 1000, or NULL for the queue''s default.';
+                  HINT = 'Send a priority of 1 (runs first) to 4 (runs last) and max attempts of 1 to 1000, or NULL for the queue''s default.';
     END IF;
 
     -- The size limit. Rendering to text costs, so only values whose stored

@@ -4,10 +4,13 @@
 -- them. Called only from the execution plane's claim, in the same
 -- statement that writes the claim batch.
 --
--- Order: higher (aged) priority first, then lane position. Within one lane
--- the effective priority is made non-increasing (a running minimum), so
--- what is taken from a lane is always a prefix of it and the head can move
--- past exactly what was taken.
+-- Order: priority 1 first, 4 last (docs/adr/0008), after aging, then lane
+-- position. Aging moves a waiting job one step towards 1 per aging
+-- interval (the effective priority may go below 1). Within one lane the
+-- effective priority is made non-decreasing (a running maximum: a newer
+-- job never ranks ahead of an older one of its lane), so what is taken
+-- from a lane is always a prefix of it and the head can move past exactly
+-- what was taken.
 --
 -- Concurrent claimers skip each other: lanes are locked FOR UPDATE SKIP
 -- LOCKED, so a lane being claimed by someone else is simply not offered.
@@ -122,7 +125,7 @@ BEGIN
       FROM (SELECT h.priority, h.shard
               FROM {schema}.lane_heads h
              WHERE h.queue = p_queue
-             ORDER BY h.priority DESC, h.shard
+             ORDER BY h.priority, h.shard
                FOR UPDATE SKIP LOCKED) l;
 
     RETURN QUERY
@@ -159,7 +162,7 @@ BEGIN
     ),
     aged AS (
         SELECT c.*,
-               min(c.priority + CASE WHEN p_aging IS NULL OR p_aging <= interval '0' THEN 0
+               max(c.priority - CASE WHEN p_aging IS NULL OR p_aging <= interval '0' THEN 0
                                      ELSE floor(extract(epoch FROM now() - c.ready_at)
                                                 / extract(epoch FROM p_aging)) END)
                    OVER (PARTITION BY c.priority, c.shard ORDER BY c.lane_seq) AS effective
@@ -171,7 +174,7 @@ BEGIN
                -- Bytes handed out so far, this job included (as stored).
                sum(pg_column_size(a.args) + coalesce(pg_column_size(a.metadata), 0)) OVER w AS bytes
           FROM aged a
-        WINDOW w AS (ORDER BY a.effective DESC, a.lane_seq ROWS UNBOUNDED PRECEDING)
+        WINDOW w AS (ORDER BY a.effective, a.lane_seq ROWS UNBOUNDED PRECEDING)
     ),
     -- A batch is bounded by count and by bytes (8 MiB; the first job is
     -- always taken, whatever its size). Both bounds cut ranked order, so

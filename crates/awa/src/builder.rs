@@ -39,6 +39,7 @@ pub struct ClientBuilder {
     claim_batch: Option<usize>,
     poll_interval: Option<Duration>,
     heartbeat_interval: Option<Duration>,
+    cancel_grace: Option<Duration>,
     /// Periodic jobs declared by this process, upserted at start.
     schedules: Vec<awa_control::cron::Schedule>,
     prune_schedules: bool,
@@ -74,6 +75,7 @@ impl ClientBuilder {
             claim_batch: None,
             poll_interval: None,
             heartbeat_interval: None,
+            cancel_grace: None,
             schedules: Vec::new(),
             prune_schedules: false,
             error: None,
@@ -262,6 +264,18 @@ impl ClientBuilder {
         self
     }
 
+    /// How long a handler whose attempt was cancelled (by an operator, or
+    /// rescued by maintenance) may run on after [`JobContext::cancelled`]
+    /// resolved, before the worker drops it and frees its slot (default
+    /// 5 s, [`DEFAULT_CANCEL_GRACE`](crate::DEFAULT_CANCEL_GRACE); 0 to 1
+    /// hour).
+    ///
+    /// [`JobContext::cancelled`]: crate::JobContext::cancelled
+    pub fn cancel_grace(mut self, grace: Duration) -> Self {
+        self.cancel_grace = Some(grace);
+        self
+    }
+
     /// The worker these settings describe, with every handler wrapped in
     /// its retry policy. Validates everything; connects to nothing.
     fn worker(&self) -> Result<(Worker, WorkerConfig), Error> {
@@ -286,6 +300,9 @@ impl ClientBuilder {
         }
         if let Some(h) = self.heartbeat_interval {
             config.heartbeat_interval = h;
+        }
+        if let Some(g) = self.cancel_grace {
+            config.cancel_grace = g;
         }
         let mut worker = Worker::new(self.pool.clone(), config.clone());
         let policies = Arc::new(self.policies.clone());
@@ -392,6 +409,7 @@ impl ClientBuilder {
             claim_batch: self.claim_batch,
             poll_interval: self.poll_interval,
             heartbeat_interval: self.heartbeat_interval,
+            cancel_grace: self.cancel_grace,
             schedules: self.schedules.clone(),
             prune_schedules: self.prune_schedules,
             error: None,

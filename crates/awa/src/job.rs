@@ -67,7 +67,7 @@ pub trait Job: Serialize + DeserializeOwned + Send + Sync + 'static {
     /// The queue jobs of this type go to unless [`InsertOpts::queue`] says
     /// otherwise.
     const QUEUE: &'static str = "default";
-    /// Default priority: 4 runs first, 1 last (None: the default, 2).
+    /// Default priority (1 runs first, 4 last; None: the default, 3).
     /// Within one priority of a queue, jobs run in the order they were
     /// enqueued.
     const PRIORITY: Option<i16> = None;
@@ -115,7 +115,7 @@ pub trait Job: Serialize + DeserializeOwned + Send + Sync + 'static {
 pub struct InsertOpts {
     /// The queue, instead of the type's.
     pub queue: Option<String>,
-    /// The priority (4 runs first, 1 last), instead of the type's.
+    /// The priority (1 runs first, 4 last), instead of the type's.
     pub priority: Option<i16>,
     /// Run no earlier than this (waits in the deferred plane until then).
     pub run_at: Option<DateTime<Utc>>,
@@ -143,7 +143,7 @@ impl InsertOpts {
         self.queue = Some(queue.into());
         self
     }
-    /// Run at `priority`: 4 runs first, 1 last (checked at insert).
+    /// Run at `priority`: 1 runs first, 4 last (checked at insert).
     ///
     /// ```
     /// # #[tokio::main]
@@ -156,8 +156,8 @@ impl InsertOpts {
     /// struct Report { name: String }
     ///
     /// let client = Client::new(pool.clone());
-    /// let low = InsertOpts::new().priority(1);
-    /// let high = InsertOpts::new().priority(4);
+    /// let low = InsertOpts::new().priority(4);
+    /// let high = InsertOpts::new().priority(1);
     /// let later = client.insert_with(&pool, &Report { name: "weekly".into() }, low).await?;
     /// let first = client.insert_with(&pool, &Report { name: "urgent".into() }, high).await?;
     ///

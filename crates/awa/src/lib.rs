@@ -76,7 +76,8 @@ pub use awa_core::{
 };
 pub use awa_exec::Progress;
 pub use awa_exec::worker::{
-    Handler, HandlerResult, JobContext, JobError, JobEvent, Outcome, StatsSnapshot, Worked,
+    DEFAULT_CANCEL_GRACE, Handler, HandlerResult, JobContext, JobError, JobEvent, Outcome,
+    StatsSnapshot, Worked,
 };
 pub use awa_maint::tasks::MaintSettings;
 

@@ -46,6 +46,12 @@ pub fn router(state: AppState) -> Router {
             state.clone(),
             crate::auth::guard,
         ))
+        // Outermost: a request for another host is refused before the
+        // token is even looked at.
+        .layer(axum::middleware::from_fn_with_state(
+            std::sync::Arc::new(state.config.allowed_hosts.clone()),
+            crate::origin::guard,
+        ))
         .with_state(state)
 }
 

@@ -193,7 +193,18 @@ impl Reply {
     }
 }
 
-pub async fn send(app: &axum::Router, req: Request<Body>) -> Reply {
+/// Send `req` as a browser on this machine would: naming the server as
+/// `localhost` unless it names a host of its own.
+pub async fn send(app: &axum::Router, mut req: Request<Body>) -> Reply {
+    if !req.headers().contains_key(header::HOST) {
+        req.headers_mut()
+            .insert(header::HOST, "localhost:8088".parse().unwrap());
+    }
+    send_as_is(app, req).await
+}
+
+/// Send `req` exactly as built.
+pub async fn send_as_is(app: &axum::Router, req: Request<Body>) -> Reply {
     let response = app.clone().oneshot(req).await.unwrap();
     let status = response.status();
     let headers = response.headers().clone();

@@ -37,8 +37,8 @@ pub struct EnqueueArgs {
     /// to the substrate's max_job_bytes (1 MiB by default).
     #[arg(long, value_name = "PATH")]
     pub args_file: Option<std::path::PathBuf>,
-    /// 1 (lowest) to 4 (highest).
-    #[arg(long, default_value_t = 2, allow_negative_numbers = true)]
+    /// 1 runs first, 4 last (3 by default).
+    #[arg(long, default_value_t = awa_core::Priority::DEFAULT.get().into(), allow_negative_numbers = true)]
     pub priority: i64,
     /// Run no earlier than this: an RFC 3339 time (2026-12-01T10:00:00Z) or
     /// a duration from now (+10m, 2h, 90s, "1h 30m"; the + is optional).

@@ -52,7 +52,8 @@ pub struct ConfigureArgs {
     /// Lanes per priority (1 to 64); 1 keeps strict FIFO.
     #[arg(long, allow_negative_numbers = true)]
     pub shards: Option<i64>,
-    /// Raise waiting jobs one priority per this long (e.g. 5m), or `off`.
+    /// Move waiting jobs one priority step towards 1 (first) per this long
+    /// (e.g. 5m), or `off`.
     #[arg(long, value_name = "DUR|off")]
     pub priority_aging: Option<String>,
     /// Keep dead-lettered jobs this long (e.g. 14days).

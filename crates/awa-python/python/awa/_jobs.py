@@ -16,7 +16,8 @@ from ._awa import ValidationError
 T = TypeVar("T")
 
 DEFAULT_QUEUE = "default"
-DEFAULT_PRIORITY = 2
+# Priority 1 runs first, 4 last; the default is the Rust client's (3).
+DEFAULT_PRIORITY: int = _awa.DEFAULT_PRIORITY
 
 
 @dataclass(frozen=True)
@@ -133,8 +134,8 @@ def job(
     unique: Unique | None = None,
 ) -> Any:
     """Map a dataclass or pydantic model to a job kind, with its default
-    queue, priority, max attempts and uniqueness (an `awa.Unique`; each
-    can be overridden per enqueue).
+    queue, priority (1 runs first, 4 last; default 3), max attempts and
+    uniqueness (an `awa.Unique`; each can be overridden per enqueue).
 
     The kind defaults to the class name in snake case. Used bare
     (``@awa.job``) or called (``@awa.job("send_email", queue="email")``).
