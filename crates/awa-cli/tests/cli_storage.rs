@@ -168,7 +168,10 @@ async fn migrate_prints_the_fresh_install_or_the_steps_asked_for() {
     let steps = awa_bare(&["migrate", "--sql", "--from", "0", "--to", &latest]);
     assert!(steps.ok(), "{steps:#?}");
     assert_eq!(
-        steps.stdout.matches("INSERT INTO awa.schema_version").count(),
+        steps
+            .stdout
+            .matches("INSERT INTO awa.schema_version")
+            .count(),
         awa_maint::LATEST_VERSION as usize,
         "one record per step"
     );
@@ -176,7 +179,11 @@ async fn migrate_prints_the_fresh_install_or_the_steps_asked_for() {
         let mut args = vec!["migrate", "--sql"];
         args.extend(bad);
         let run = awa_bare(&args);
-        assert_eq!(run.code, Some(2), "{args:?} is a bad command line: {run:#?}");
+        assert_eq!(
+            run.code,
+            Some(2),
+            "{args:?} is a bad command line: {run:#?}"
+        );
         assert!(run.stderr.contains("forward only"), "{run:#?}");
     }
 

@@ -165,6 +165,15 @@ pub const LIST_LIMIT: CountBound = CountBound {
     hint: "narrow the list with --queue or --state",
 };
 
+/// Minutes of activity one read covers: the health task keeps two hours
+/// (`awa.queue_minutes`).
+pub const ACTIVITY_MINUTES: CountBound = CountBound {
+    what: "minutes",
+    min: 1,
+    max: 120,
+    hint: "activity is kept for the last two hours",
+};
+
 /// Slots of one ring. Fewer than 4 leaves no room between the slot being
 /// written, the ones draining and the one being reclaimed; more than 256
 /// only multiplies catalog entries and planning time. The substrate

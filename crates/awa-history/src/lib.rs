@@ -11,10 +11,12 @@
 //! Does not own: job bodies, or the decision to reclaim a slot; history is
 //! retained for as long as its queue-ring slot lives.
 
+mod activity;
 mod error;
 mod operator;
 mod plane;
 
+pub use activity::ActivityMinute;
 pub use error::Error as HistoryError;
 pub use operator::{JobFilter, ThroughputPoint};
 pub use plane::{

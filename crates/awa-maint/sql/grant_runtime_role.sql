@@ -34,6 +34,8 @@
 --   runtime_storage_backends  SIUD  each runtime registers the substrates it
 --                                   uses (upsert, delete what it dropped)
 --   queue_health              SIU   health publish (upsert), clear idle
+--   queue_minutes             SIUD  health task: activity per minute (upsert),
+--                                   rows older than two hours deleted
 --   job_uniques               SID   enqueue claims a key; finish/cancel
 --                                   release it (database-wide: every
 --                                   substrate's functions use this table)
@@ -124,6 +126,7 @@ DECLARE
         ['control',   'storage_draining',         'SELECT, DELETE'],
         ['control',   'runtime_storage_backends', 'SELECT, INSERT, UPDATE, DELETE'],
         ['control',   'queue_health',             'SELECT, INSERT, UPDATE'],
+        ['control',   'queue_minutes',            'SELECT, INSERT, UPDATE, DELETE'],
         ['control',   'job_uniques',              'SELECT, INSERT, DELETE'],
         ['control',   'job_id_seq',               'USAGE'],
         ['substrate', 'substrate_info',           'SELECT'],
