@@ -288,6 +288,15 @@ fn typed_batch<J: Job>(jobs: &[J]) -> Result<Vec<NewJob>, Error> {
         .collect()
 }
 
+/// A pool of up to `max_connections` to `url`, connected the way
+/// [`Client::connect`] connects (a `postgres://` URL, `sslmode` and
+/// `sslrootcert` as libpq reads them, errors that never show the
+/// password), without the schema check: pass it to [`Client::builder`],
+/// whose `start` checks the schema.
+pub async fn connect(url: &str, max_connections: u32) -> Result<PgPool, Error> {
+    connect_pool(url, max_connections).await
+}
+
 /// A pool for `url`, with a bounded connect time. Errors never quote the
 /// URL (it may carry a password).
 pub(crate) async fn connect_pool(url: &str, max_connections: u32) -> Result<PgPool, Error> {
