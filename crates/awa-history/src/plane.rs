@@ -25,6 +25,7 @@ pub struct JobView {
     /// depending on the state.
     pub at: DateTime<Utc>,
     pub last_error: Option<String>,
+    /// Absent when the job was enqueued without metadata (never JSON null).
     pub metadata: Option<serde_json::Value>,
 }
 
@@ -123,7 +124,12 @@ pub(crate) fn job_view(row: PgRow) -> JobView {
         created_at: row.get("created_at"),
         at: row.get("at"),
         last_error: row.get("last_error"),
-        metadata: row.get("metadata"),
+        // A finished job's metadata comes out of its stored body, where a
+        // job enqueued without any holds JSON `null`: the same absence as
+        // a live job's SQL NULL, so shown the same way everywhere.
+        metadata: row
+            .get::<Option<serde_json::Value>, _>("metadata")
+            .filter(|m| !m.is_null()),
     }
 }
 
