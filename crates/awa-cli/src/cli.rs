@@ -5,6 +5,8 @@ mod dlq;
 mod job;
 mod maint;
 mod queue;
+#[cfg(test)]
+mod readme;
 mod serve;
 mod worker;
 
