@@ -81,7 +81,8 @@ fn describe(err: &sqlx::Error) -> String {
                 .is_some_and(|inner| inner.is::<rustls::Error>()) =>
         {
             let inner = io.get_ref().map(ToString::to_string).unwrap_or_default();
-            format!("the TLS handshake failed: {inner} ({TLS_ADVICE})")
+            let advice = awa_core::db_error::tls_hint(err).unwrap_or(TLS_ADVICE);
+            format!("the TLS handshake failed: {inner} ({advice})")
         }
         sqlx::Error::Tls(tls) => format!(
             "TLS could not be set up: {tls} (check sslmode and sslrootcert in the URL; {TLS_ADVICE})"

@@ -355,3 +355,182 @@ async fn tls_and_passwords_on_a_private_cluster() {
         );
     }
 }
+
+/// A self-signed server certificate made the way PostgreSQL's
+/// documentation shows (`openssl req -new -x509 -nodes -subj "/CN=NAME"`):
+/// the name only in the subject's CN, no subjectAltName, and, as every
+/// self-signed certificate `openssl req -x509` makes, `CA:TRUE`.
+fn self_signed_ca_cert(name: &str) -> (String, String) {
+    let mut params = CertificateParams::new(Vec::new()).expect("params");
+    params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    params.distinguished_name.push(DnType::CommonName, name);
+    let key = KeyPair::generate().expect("a key");
+    let cert = params.self_signed(&key).expect("self-signed");
+    (cert.pem(), key.serialize_pem())
+}
+
+/// Whether libpq (`psql`, from the server's own binaries) connects with
+/// `url`: the reference. No `~/.postgresql/root.crt` and no
+/// `PGSSLROOTCERT`, so only what the URL says counts.
+fn libpq_connects(bindir: &Path, home: &Path, url: &str) -> (bool, String) {
+    let out = std::process::Command::new(bindir.join("psql"))
+        .args(["-XAtq", "-c", "select 1", url])
+        .env("HOME", home)
+        .env_remove("PGSSLROOTCERT")
+        .env_remove("PGSSLMODE")
+        .output()
+        .expect("run psql");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// Whether Awa connects with `url`: every Awa entry point reads a URL
+/// through `awa_core::conninfo`.
+async fn awa_connects(url: &str) -> Result<(), sqlx::Error> {
+    let options = awa_core::conninfo::connect_options(url)
+        .map_err(|e| sqlx::Error::Configuration(e.into()))?;
+    let conn = PgConnection::connect_with(&options).await?;
+    conn.close().await
+}
+
+/// Both certificate shapes, every sslmode, the right and a wrong host name,
+/// with libpq as the reference. A CA-signed leaf: Awa accepts exactly what
+/// libpq accepts. The documentation's self-signed `CA:TRUE` certificate:
+/// Awa never accepts what libpq refuses; where libpq verifies it and
+/// accepts it, rustls refuses a CA certificate as the server's own (sqlx
+/// gives no hook to verify otherwise) and the error says so and what to
+/// do instead.
+#[tokio::test]
+async fn certificate_shapes_and_sslmodes_against_libpq() {
+    let server = PgServer::start(ClusterOptions::for_tests())
+        .await
+        .expect("a private PostgreSQL cluster");
+    if server.kind() != ServerKind::LocalCluster {
+        eprintln!("skipping: certificate files can only be written for a local cluster");
+        return;
+    }
+    let bindir = std::process::Command::new("pg_config")
+        .arg("--bindir")
+        .output()
+        .ok()
+        .map(|o| PathBuf::from(String::from_utf8_lossy(&o.stdout).trim()))
+        .filter(|dir| dir.join("psql").exists());
+    let Some(bindir) = bindir else {
+        eprintln!("skipping: no psql next to pg_config to compare with");
+        return;
+    };
+    let home = tempfile::tempdir().expect("an empty HOME for psql");
+    let mut admin = PgConnection::connect(server.url()).await.expect("connect");
+    let data_dir: String = sqlx::query_scalar("select current_setting('data_directory')")
+        .fetch_one(&mut admin)
+        .await
+        .expect("data_directory");
+    let data_dir = PathBuf::from(data_dir);
+    let db = TestDb::empty_on(&server).await.expect("a test database");
+    let base = db.url().to_owned();
+    assert!(
+        base.contains("@127.0.0.1:") && !base.contains('?'),
+        "{base}"
+    );
+
+    let ca = Ca::new("Awa shapes CA");
+    let (leaf, leaf_key) = ca.server_cert(&["localhost"]);
+    let (own, own_key) = self_signed_ca_cert("localhost");
+    let shapes = [
+        ("CA-signed leaf", leaf, leaf_key, ca.pem.clone()),
+        ("self-signed CA:TRUE", own.clone(), own_key, own),
+    ];
+    for (shape, cert, key, root) in shapes {
+        let tag = shape.replace([' ', ':'], "-");
+        let cert_file = write_owned(&data_dir, &format!("{tag}.crt"), &cert, 0o644);
+        let key_file = write_owned(&data_dir, &format!("{tag}.key"), &key, 0o600);
+        let root_file = write_owned(&data_dir, &format!("{tag}-root.pem"), &root, 0o644);
+        let cert_path = cert_file.to_str().unwrap().to_owned();
+        for sql in [
+            format!("alter system set ssl_cert_file = {}", literal(&cert_path)),
+            format!(
+                "alter system set ssl_key_file = {}",
+                literal(key_file.to_str().unwrap())
+            ),
+            "alter system set ssl = on".to_owned(),
+            "select pg_reload_conf()".to_owned(),
+        ] {
+            exec(&mut admin, &sql).await;
+        }
+        // New sessions see the reloaded settings once the postmaster has
+        // taken them up, and with them its new TLS context.
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let mut probe = PgConnection::connect(server.url()).await.expect("probe");
+            let now: String = sqlx::query_scalar("select current_setting('ssl_cert_file')")
+                .fetch_one(&mut probe)
+                .await
+                .unwrap();
+            probe.close().await.ok();
+            if now == cert_path {
+                break;
+            }
+            assert!(Instant::now() < deadline, "the reload was not taken up");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+
+        let root = root_file.to_str().unwrap();
+        let mut compared = 0;
+        for host in ["localhost", "127.0.0.1"] {
+            let at = base.replacen("@127.0.0.1:", &format!("@{host}:"), 1);
+            for mode in [
+                "disable",
+                "allow",
+                "prefer",
+                "require",
+                "verify-ca",
+                "verify-full",
+            ] {
+                for with_root in [false, true] {
+                    let mut url = format!("{at}?sslmode={mode}");
+                    if with_root {
+                        url.push_str(&format!("&sslrootcert={root}"));
+                    }
+                    let how = format!("{shape}, {host}, sslmode={mode}, root: {with_root}");
+                    let (libpq, libpq_says) = libpq_connects(&bindir, home.path(), &url);
+                    let awa = awa_connects(&url).await;
+                    compared += 1;
+                    match (libpq, &awa) {
+                        (true, Ok(())) | (false, Err(_)) => {}
+                        (false, Ok(())) => {
+                            panic!("{how}: Awa connected where libpq refused: {libpq_says}")
+                        }
+                        (true, Err(err)) => {
+                            // Only the documented difference: a CA
+                            // certificate as the server's own, verified.
+                            assert_eq!(shape, "self-signed CA:TRUE", "{how}: {err:?}");
+                            let said = awa_core::db_error::Described(err).to_string();
+                            assert!(
+                                said.contains("CaUsedAsEndEntity")
+                                    && said.contains("signed by a CA")
+                                    && said.contains("sslmode=require"),
+                                "{how}: the refusal should say why and what to do: {said}"
+                            );
+                        }
+                    }
+                }
+            }
+        }
+        assert_eq!(compared, 24);
+        // The CLI tells the operator the same.
+        if shape == "self-signed CA:TRUE" {
+            let at = base.replacen("@127.0.0.1:", "@localhost:", 1);
+            let run = awa(
+                &format!("{at}?sslmode=verify-full&sslrootcert={root}"),
+                &["queue", "stats"],
+            );
+            run.refused("CA:TRUE");
+            assert!(run.stderr.contains("signed by a CA"), "{run:#?}");
+            let run = awa(&format!("{at}?sslmode=require"), &["migrate"]);
+            assert!(run.ok(), "require does not verify: {run:#?}");
+        }
+    }
+    admin.close().await.ok();
+}

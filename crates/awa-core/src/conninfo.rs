@@ -23,7 +23,14 @@
 //! Where it still differs from libpq (sqlx's behaviour): `allow` is
 //! `disable`; there is no default `~/.postgresql/root.crt`; with `verify-ca`
 //! or `verify-full` the public web PKI roots are trusted besides
-//! `sslrootcert`; key=value connection strings are not accepted.
+//! `sslrootcert`; key=value connection strings are not accepted; and a
+//! server certificate that is itself a CA (`CA:TRUE`, as every self-signed
+//! one `openssl req -x509` makes) is refused whenever it is verified
+//! (`verify-*`, or `require` with a root certificate): rustls never takes a
+//! CA certificate as the server's own, and sqlx 0.9 builds its rustls
+//! configuration with no hook for another verifier. The error says so and
+//! what to do (`crate::db_error::tls_hint`); `awa-cli/tests/cli_tls.rs`
+//! holds the whole matrix against libpq.
 
 use std::str::FromStr as _;
 
