@@ -30,7 +30,7 @@
 //! CA certificate as the server's own, and sqlx 0.9 builds its rustls
 //! configuration with no hook for another verifier. The error says so and
 //! what to do (`crate::db_error::tls_hint`); `awa-cli/tests/cli_tls.rs`
-//! holds the whole matrix against libpq.
+//! holds the whole matrix against libpq; ADR 8 weighs the ways out.
 
 use std::str::FromStr as _;
 
