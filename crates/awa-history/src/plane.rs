@@ -25,7 +25,8 @@ pub struct JobView {
     /// depending on the state.
     pub at: DateTime<Utc>,
     pub last_error: Option<String>,
-    /// Absent when the job was enqueued without metadata (never JSON null).
+    /// None (null in JSON) when the job was enqueued without metadata,
+    /// whatever its state.
     pub metadata: Option<serde_json::Value>,
 }
 
