@@ -20,17 +20,18 @@
 //!   parameter sqlx does not know (`passwd=`, `Password=`, `sslpassword=`)
 //!   is refused before sqlx sees it, because sqlx would log its value.
 //!
+//! TLS itself is OpenSSL, through sqlx's native-tls backend, so a
+//! certificate is verified as libpq verifies it (a self-signed `CA:TRUE`
+//! server certificate as its own `sslrootcert`, the CN when there is no
+//! subjectAltName); `awa-cli/tests/cli_tls.rs` holds the whole matrix
+//! against libpq (ADR 8).
+//!
 //! Where it still differs from libpq (sqlx's behaviour): `allow` is
 //! `disable`; there is no default `~/.postgresql/root.crt`; with `verify-ca`
-//! or `verify-full` the public web PKI roots are trusted besides
-//! `sslrootcert`; key=value connection strings are not accepted; and a
-//! server certificate that is itself a CA (`CA:TRUE`, as every self-signed
-//! one `openssl req -x509` makes) is refused whenever it is verified
-//! (`verify-*`, or `require` with a root certificate): rustls never takes a
-//! CA certificate as the server's own, and sqlx 0.9 builds its rustls
-//! configuration with no hook for another verifier. The error says so and
-//! what to do (`crate::db_error::tls_hint`); `awa-cli/tests/cli_tls.rs`
-//! holds the whole matrix against libpq; ADR 8 weighs the ways out.
+//! or `verify-full` the system's trusted roots count besides
+//! `sslrootcert`; `prefer` with a root certificate whose check fails stays
+//! on unverified TLS where libpq retries without TLS; a client key must be
+//! PKCS#8; key=value connection strings are not accepted.
 
 use std::str::FromStr as _;
 

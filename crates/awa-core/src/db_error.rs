@@ -18,11 +18,7 @@ pub struct Described<'a>(pub &'a sqlx::Error);
 impl fmt::Display for Described<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let sqlx::Error::Database(db) = self.0 else {
-            write!(f, "{}", self.0)?;
-            if let Some(hint) = tls_hint(self.0) {
-                write!(f, " ({hint})")?;
-            }
-            return Ok(());
+            return write!(f, "{}", self.0);
         };
         f.write_str(db.message())?;
         if let Some(detail) = detail(self.0) {
@@ -33,27 +29,6 @@ impl fmt::Display for Described<'_> {
         }
         Ok(())
     }
-}
-
-/// What to do about a server certificate rustls refused where libpq would
-/// not have: one that is itself a CA (`CA:TRUE`), as every self-signed
-/// certificate made the way PostgreSQL's documentation shows (`openssl req
-/// -new -x509 ...`) is. rustls (webpki) never accepts a CA certificate as
-/// the server's own, and sqlx offers no hook to verify differently, so the
-/// way out is a certificate of the shape rustls accepts.
-pub fn tls_hint(err: &sqlx::Error) -> Option<&'static str> {
-    let sqlx::Error::Io(io) = err else {
-        return None;
-    };
-    let inner = io.get_ref()?.to_string();
-    inner.contains("CaUsedAsEndEntity").then_some(
-        "the server's certificate is a CA certificate (CA:TRUE), as a self-signed one made \
-         with `openssl req -x509` is: libpq accepts it as its own sslrootcert, rustls does \
-         not. Give the server a certificate signed by a CA (`openssl req -new` for the \
-         server, signed with `openssl x509 -req -CA ca.crt -CAkey ca.key`, \
-         `basicConstraints=CA:FALSE`) and name that CA in sslrootcert, or connect with \
-         sslmode=require and no sslrootcert (encrypted, not verified)",
-    )
 }
 
 fn pg(err: &sqlx::Error) -> Option<&sqlx::postgres::PgDatabaseError> {
