@@ -41,11 +41,16 @@ enum Task {
         /// How many jobs.
         #[arg(long, default_value_t = 100_000)]
         jobs: usize,
-        /// Afterwards, keep serving the admin API and dashboard on the demo
-        /// data (http://127.0.0.1:8088/, AWA_ADMIN_TOKEN for actions) until
+        /// Afterwards, keep a small realistic system running (several
+        /// queues, failures, retries, dead letters, scheduled and cron jobs)
+        /// and serve the admin API and dashboard on it
+        /// (http://127.0.0.1:8088/, AWA_ADMIN_TOKEN for actions) until
         /// Ctrl-C.
         #[arg(long)]
         serve: bool,
+        /// Where --serve listens (implies --serve); port 0 picks a free one.
+        #[arg(long, value_name = "ADDR")]
+        listen: Option<std::net::SocketAddr>,
     },
     /// Throughput, latency and PostgreSQL-side cost of the job path (a
     /// private throwaway cluster unless DATABASE_URL is set). For real
@@ -97,7 +102,16 @@ fn main() -> ExitCode {
             Task::Migrate => migrate::run().await,
             Task::Migration(args) => migration::run(args).await,
             Task::Test { args } => test::run(args).await,
-            Task::Demo { jobs, serve } => demo::run(jobs, serve).await,
+            Task::Demo {
+                jobs,
+                serve,
+                listen,
+            } => {
+                let serve = (serve || listen.is_some()).then(|| {
+                    listen.unwrap_or_else(|| demo::DEFAULT_LISTEN.parse().expect("an address"))
+                });
+                demo::run(jobs, serve).await
+            }
             Task::Bench(args) => bench::run(args).await,
             Task::Chaos(args) => chaos::run(args).await,
             Task::ReleaseCheck => release::run(),

@@ -153,7 +153,8 @@ plane_error!(
     awa_history::HistoryError,
     awa_dlq::DlqError,
     awa_exec::ExecError,
-    awa_control::ControlError
+    awa_control::ControlError,
+    awa_maint::MaintError
 );
 
 impl From<sqlx::Error> for ApiError {

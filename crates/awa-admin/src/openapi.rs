@@ -2,7 +2,7 @@
 //! serve; checked in as `docs/openapi.json` (a test fails when the two
 //! differ) and served at `/openapi.json`.
 
-use crate::routes::{dlq, jobs, model, queues, system};
+use crate::routes::{activity, cron, dlq, jobs, model, queues, system};
 use axum::Json;
 use utoipa::OpenApi;
 
@@ -19,9 +19,10 @@ use utoipa::OpenApi;
         license(name = "MIT OR Apache-2.0")
     ),
     paths(
-        system::info, queues::list, queues::pause, queues::resume, jobs::list, jobs::detail,
-        jobs::cancel, jobs::retry, jobs::retry_matching, jobs::cancel_matching, dlq::list, dlq::retry, dlq::purge, system::storage, system::runtimes,
-        system::cron, crate::metrics::scrape
+        system::info, queues::list, queues::pause, queues::resume, activity::activity, jobs::list,
+        jobs::detail, jobs::cancel, jobs::retry, jobs::retry_matching, jobs::cancel_matching,
+        dlq::list, dlq::retry, dlq::purge, system::storage, system::runtimes, system::cron,
+        cron::pause, cron::resume, cron::run_now, crate::metrics::scrape
     ),
     components(schemas(crate::ErrorBody, crate::ErrorDetail, model::ServerInfo)),
     modifiers(&BearerAuth, &HostRule),

@@ -214,11 +214,15 @@ async fn runtimes_and_cron_are_listed() {
 async fn without_a_token_the_server_is_read_only() {
     let (_db, pool) = setup().await;
     let seeded = seed(&pool).await;
+    seed_cron(&pool).await;
     let app = app(&pool, config(false));
     let before = fingerprint(&pool).await;
     for (uri, body) in [
         (format!("/api/jobs/{}/cancel", seeded.alpha[0]), None),
         ("/api/queues/alpha/pause".to_string(), None),
+        (format!("/api/cron/{CRON}/pause"), None),
+        (format!("/api/cron/{CRON}/resume"), None),
+        (format!("/api/cron/{CRON}/run"), None),
         (
             "/api/dlq/retry".to_string(),
             Some(json!({ "job_id": seeded.dead[0].0 })),
@@ -724,4 +728,103 @@ async fn attempts_holder_retry_and_bulk_actions() {
         r.error_code();
     }
     assert_eq!(fingerprint(&pool).await, before);
+}
+
+#[tokio::test]
+async fn cron_controls_pause_resume_and_run_a_schedule() {
+    let (_db, pool) = setup().await;
+    seed_cron(&pool).await;
+    let app = app(&pool, config(true));
+    let before = fingerprint(&pool).await;
+    for action in ["pause", "resume", "run"] {
+        let uri = format!("/api/cron/{CRON}/{action}");
+        let r = post(&app, &uri, None, None).await;
+        assert_eq!(r.status, StatusCode::UNAUTHORIZED, "{uri}: {}", r.text);
+        let r = post(&app, &format!("/api/cron/nope/{action}"), Some(TOKEN), None).await;
+        assert_eq!(r.status, StatusCode::NOT_FOUND, "{action}: {}", r.text);
+        assert!(r.text.contains("no schedule named"), "{}", r.text);
+    }
+    assert_eq!(fingerprint(&pool).await, before, "refusals change nothing");
+
+    let paused = post(&app, &format!("/api/cron/{CRON}/pause"), Some(TOKEN), None).await;
+    assert_eq!(paused.status, StatusCode::OK, "{}", paused.text);
+    assert_eq!(paused.json()["enabled"], false);
+    assert!(
+        paused.json()["next_fire"].is_null(),
+        "a paused schedule never fires"
+    );
+    let listed = get(&app, "/api/cron", None).await.json();
+    assert_eq!(listed["schedules"][0]["enabled"], false);
+    let resumed = post(&app, &format!("/api/cron/{CRON}/resume"), Some(TOKEN), None).await;
+    assert_eq!(resumed.json()["enabled"], true);
+    assert!(resumed.json()["next_fire"].is_string());
+    assert_eq!(resumed.json()["timezone"], "Europe/Berlin");
+
+    // Run now: the schedule's job, enqueued at once and recorded as its last.
+    let run = post(&app, &format!("/api/cron/{CRON}/run"), Some(TOKEN), None).await;
+    assert_eq!(run.status, StatusCode::OK, "{}", run.text);
+    let job_id = run.json()["job_id"].as_i64().expect("a job id");
+    let job = get(&app, &format!("/api/jobs/{job_id}"), None).await.json();
+    assert_eq!(job["job"]["queue"], "reports");
+    assert_eq!(job["job"]["kind"], "build_report");
+    assert_eq!(job["job"]["state"], "available");
+    assert_eq!(job["job"]["metadata"]["awa_cron"]["manual"], true);
+    let listed = get(&app, "/api/cron", None).await.json();
+    assert_eq!(listed["schedules"][0]["last_job_id"], job_id);
+}
+
+#[tokio::test]
+async fn activity_serves_what_the_health_task_recorded_per_minute() {
+    let (_db, pool) = setup().await;
+    seed(&pool).await;
+    let app = app(&pool, config(false));
+    let empty = get(&app, "/api/activity", None).await;
+    assert_eq!(empty.status, StatusCode::OK, "{}", empty.text);
+    let empty = empty.json();
+    assert_eq!(empty["minutes"], 60);
+    assert_eq!(empty["points"].as_array().unwrap().len(), 60);
+    assert!(empty["last_measured_at"].is_null(), "nothing recorded yet");
+
+    // What the leader's health task does every few seconds.
+    let mut conn = pool.acquire().await.unwrap();
+    use awa_history::HistoryPlane;
+    let history = awa_history::PgHistoryPlane::new(schema());
+    history.publish_health(&mut conn).await.unwrap();
+    history.publish_activity(&mut conn).await.unwrap();
+    drop(conn);
+
+    let sum = |v: &serde_json::Value, field: &str| -> i64 {
+        v["points"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p[field].as_i64().unwrap())
+            .sum()
+    };
+    let all = get(&app, "/api/activity?minutes=5", None).await.json();
+    assert_eq!(all["points"].as_array().unwrap().len(), 5);
+    assert!(all["last_measured_at"].is_string());
+    // The seed completed one job of alpha and dead-lettered two of dead.
+    assert_eq!(sum(&all, "completed"), 1, "{all}");
+    assert_eq!(sum(&all, "dead_lettered"), 2, "{all}");
+    let latest = all["points"].as_array().unwrap().last().unwrap().clone();
+    assert!(
+        latest["wait_max_secs"].as_f64().is_some(),
+        "alpha has waiting jobs: {all}"
+    );
+    let alpha = get(&app, "/api/activity?queue=alpha", None).await.json();
+    assert_eq!(sum(&alpha, "completed"), 1);
+    assert_eq!(sum(&alpha, "dead_lettered"), 0);
+    assert_eq!(alpha["queue"], "alpha");
+    for bad in [
+        "minutes=0",
+        "minutes=121",
+        "minutes=x",
+        "queue=%20",
+        "other=1",
+    ] {
+        let r = get(&app, &format!("/api/activity?{bad}"), None).await;
+        assert_eq!(r.status, StatusCode::BAD_REQUEST, "{bad}: {}", r.text);
+        assert_eq!(r.error_code(), "bad_request");
+    }
 }

@@ -74,6 +74,7 @@ fn check(doc: &Value, method: &str, template: &str, reply: &Reply) {
 async fn real_responses_match_the_document() {
     let (_db, pool) = setup().await;
     let seeded = seed(&pool).await;
+    seed_cron(&pool).await;
     let doc: Value = serde_json::from_str(&awa_admin::openapi::document_json()).unwrap();
     let open = app(&pool, config(false));
     let app = app(&pool, config(true));
@@ -117,6 +118,12 @@ async fn real_responses_match_the_document() {
         ("/api/storage", "/api/storage".into(), StatusCode::OK),
         ("/api/runtimes", "/api/runtimes".into(), StatusCode::OK),
         ("/api/cron", "/api/cron".into(), StatusCode::OK),
+        ("/api/activity", "/api/activity".into(), StatusCode::OK),
+        (
+            "/api/activity",
+            "/api/activity?minutes=500".into(),
+            StatusCode::BAD_REQUEST,
+        ),
     ];
     let (failed, running, _) = seed_failures(&pool).await;
     gets.extend([
@@ -259,6 +266,41 @@ async fn real_responses_match_the_document() {
             Some(json!({ "all": true, "queue": "q".repeat(20_000) })),
             StatusCode::PAYLOAD_TOO_LARGE,
             &app,
+        ),
+        (
+            "/api/cron/{name}/pause",
+            format!("/api/cron/{CRON}/pause"),
+            None,
+            StatusCode::OK,
+            &app,
+        ),
+        (
+            "/api/cron/{name}/resume",
+            format!("/api/cron/{CRON}/resume"),
+            None,
+            StatusCode::OK,
+            &app,
+        ),
+        (
+            "/api/cron/{name}/run",
+            format!("/api/cron/{CRON}/run"),
+            None,
+            StatusCode::OK,
+            &app,
+        ),
+        (
+            "/api/cron/{name}/run",
+            "/api/cron/nope/run".into(),
+            None,
+            StatusCode::NOT_FOUND,
+            &app,
+        ),
+        (
+            "/api/cron/{name}/pause",
+            format!("/api/cron/{CRON}/pause"),
+            None,
+            StatusCode::FORBIDDEN,
+            &open,
         ),
     ];
     for (template, uri, body, status, router) in posts {

@@ -5,6 +5,8 @@ mod dlq;
 mod job;
 mod maint;
 mod queue;
+#[cfg(test)]
+mod readme;
 mod serve;
 mod worker;
 
@@ -39,7 +41,8 @@ static VERSION: LazyLock<String> = LazyLock::new(|| {
     after_help = "Exit codes:\n  \
         0  success\n  \
         1  failure (the message on stderr says what to do)\n  \
-        2  the command line could not be parsed\n  \
+        2  a bad command line: it could not be parsed, or a value in it was refused\n     \
+           (out of range, not JSON, not a duration, ...); nothing was done\n  \
         3  job enqueue / job retry ID: the unique key is held by an unfinished job; nothing was \
            enqueued or retried\n\n\
         Progress bars and spinners are drawn on stderr only when it is a terminal and --json is off."

@@ -91,22 +91,16 @@ pub async fn require_substrate(
 /// failed TLS handshake says what to check in the URL).
 fn describe(err: &ConnectError) -> String {
     const TLS_ADVICE: &str = "with sslmode=verify-ca or verify-full, sslrootcert must name \
-         the CA that signed the server's certificate, and verify-full also needs the \
-         certificate to name the host in the URL";
+         the CA that signed the server's certificate (for a self-signed one, the certificate \
+         itself), and verify-full also needs the certificate to name the host in the URL";
     match err.driver_error() {
-        // rustls refusing the server's certificate reaches us as an I/O
-        // error of the handshake.
-        Some(sqlx::Error::Io(io))
-            if io
-                .get_ref()
-                .is_some_and(|inner| inner.is::<rustls::Error>()) =>
-        {
-            let inner = io.get_ref().map(ToString::to_string).unwrap_or_default();
-            format!("the TLS handshake failed: {inner} ({TLS_ADVICE})")
+        // OpenSSL refusing the server's certificate (or a root certificate
+        // it cannot read) reaches us as sqlx's TLS error; its text carries
+        // OpenSSL's reason ("hostname mismatch", "unable to get local
+        // issuer certificate").
+        Some(sqlx::Error::Tls(tls)) => {
+            format!("TLS failed: {tls} (check sslmode and sslrootcert in the URL; {TLS_ADVICE})")
         }
-        Some(sqlx::Error::Tls(tls)) => format!(
-            "TLS could not be set up: {tls} (check sslmode and sslrootcert in the URL; {TLS_ADVICE})"
-        ),
         Some(other) => awa_core::db_error::Described(other).to_string(),
         None => err.to_string(),
     }

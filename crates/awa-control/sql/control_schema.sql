@@ -220,3 +220,29 @@ CREATE TABLE IF NOT EXISTS awa.queue_health (
     measured_at           timestamptz NOT NULL DEFAULT now(),
     PRIMARY KEY (schema_name, queue)
 );
+
+-- Activity per queue and minute over the last two hours, for the
+-- dashboard's charts: written by the maintenance leader's health task
+-- (awa-history `publish_activity.sql`), a few rows per queue per pass, never
+-- by the job path. Terminal counts are re-read from the count deltas of the
+-- last minutes (they only grow, so a pass keeps the larger figure); pickup
+-- latency is sampled from claim batches (claimed_at minus when the batch's
+-- first job became runnable); wait is the longest any available job had
+-- waited at a pass in that minute. Rows older than two hours are deleted
+-- by the same task, so the table holds at most substrates x queues x 120
+-- rows.
+CREATE TABLE IF NOT EXISTS awa.queue_minutes (
+    schema_name     text             NOT NULL,
+    queue           text             NOT NULL,
+    minute          timestamptz      NOT NULL,
+    completed       bigint           NOT NULL DEFAULT 0,
+    failed          bigint           NOT NULL DEFAULT 0,
+    cancelled       bigint           NOT NULL DEFAULT 0,
+    dead_lettered   bigint           NOT NULL DEFAULT 0,
+    claims_sampled  integer          NOT NULL DEFAULT 0,
+    pickup_avg_secs double precision,
+    pickup_max_secs double precision,
+    wait_max_secs   double precision,
+    measured_at     timestamptz      NOT NULL DEFAULT now(),
+    PRIMARY KEY (schema_name, queue, minute)
+);

@@ -181,6 +181,15 @@ pub const MAINT_LIMIT: CountBound = CountBound {
     hint: "rows one maintenance call moves; call again for more",
 };
 
+/// Minutes of activity one read covers: the health task keeps two hours
+/// (`awa.queue_minutes`).
+pub const ACTIVITY_MINUTES: CountBound = CountBound {
+    what: "minutes",
+    min: 1,
+    max: 120,
+    hint: "activity is kept for the last two hours",
+};
+
 /// Slots of one ring. Fewer than 4 leaves no room between the slot being
 /// written, the ones draining and the one being reclaimed; more than 256
 /// only multiplies catalog entries and planning time. The substrate

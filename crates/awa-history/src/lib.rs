@@ -13,12 +13,14 @@
 //! Does not own: job bodies, or the decision to reclaim a slot; completed
 //! history is retained for as long as its queue-ring slot lives.
 
+mod activity;
 mod attempts;
 mod error;
 mod operator;
 mod plane;
 mod retry;
 
+pub use activity::ActivityMinute;
 pub use attempts::{AttemptRecord, AttemptRuntime, Holder};
 pub use error::Error as HistoryError;
 pub use operator::{JobFilter, ThroughputPoint};

@@ -26,6 +26,8 @@ pub struct JobView {
     /// depending on the state.
     pub at: DateTime<Utc>,
     pub last_error: Option<String>,
+    /// None (null in JSON) when the job was enqueued without metadata,
+    /// whatever its state.
     pub metadata: Option<serde_json::Value>,
     /// A running job: the runtime that holds it, and how long ago that
     /// runtime last reported itself alive.
@@ -164,7 +166,12 @@ fn job_fields(row: &PgRow) -> JobView {
         created_at: row.get("created_at"),
         at: row.get("at"),
         last_error: row.get("last_error"),
-        metadata: row.get("metadata"),
+        // A finished job's metadata comes out of its stored body, where a
+        // job enqueued without any holds JSON `null`: the same absence as
+        // a live job's SQL NULL, so shown the same way everywhere.
+        metadata: row
+            .get::<Option<serde_json::Value>, _>("metadata")
+            .filter(|m| !m.is_null()),
         holder: None,
         attempts: None,
     }

@@ -34,6 +34,8 @@
 --   runtime_storage_backends  SIUD  each runtime registers the substrates it
 --                                   uses (upsert, delete what it dropped)
 --   queue_health              SIU   health publish (upsert), clear idle
+--   queue_minutes             SIUD  health task: activity per minute (upsert),
+--                                   rows older than two hours deleted
 --   job_uniques               SIUD  enqueue claims a key (U: takes over a
 --                                   row past its period, FOR UPDATE);
 --                                   finish/cancel release it (D) or mark it
@@ -144,6 +146,7 @@ DECLARE
         ['control',   'storage_draining',         'SELECT, DELETE'],
         ['control',   'runtime_storage_backends', 'SELECT, INSERT, UPDATE, DELETE'],
         ['control',   'queue_health',             'SELECT, INSERT, UPDATE'],
+        ['control',   'queue_minutes',            'SELECT, INSERT, UPDATE, DELETE'],
         ['control',   'job_uniques',              'SELECT, INSERT, UPDATE, DELETE'],
         ['control',   'job_id_seq',               'USAGE'],
         ['substrate', 'substrate_info',           'SELECT'],

@@ -431,6 +431,7 @@ const CONTROL: &[(&str, &str)] = &[
     ("storage_draining", "SD"),
     ("runtime_storage_backends", "SIUD"),
     ("queue_health", "SIU"),
+    ("queue_minutes", "SIUD"),
     ("job_uniques", "SIUD"),
     ("job_id_seq", "G"),
 ];

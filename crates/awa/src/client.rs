@@ -386,6 +386,19 @@ fn typed_batch<J: Job>(jobs: &[J]) -> Result<Vec<NewJob>, Error> {
         .collect()
 }
 
+/// A pool of up to `max_connections` to `url`, connected the way
+/// [`Client::connect`] connects (a `postgres://` URL, `sslmode` and
+/// `sslrootcert` as libpq reads them, host lists tried in order, errors that
+/// never show the password), without the schema check: pass it to
+/// [`Client::builder`], whose `start` checks the schema. This pool does not
+/// move to a new primary after a failover of a host list by itself: use
+/// [`Client::connect`] (and [`Client::to_builder`] for workers) for that.
+pub async fn connect(url: &str, max_connections: u32) -> Result<PgPool, Error> {
+    connect_pool(url, max_connections)
+        .await
+        .map(|(pool, _watch)| pool)
+}
+
 /// A pool for `url`, with a bounded connect time, and its failover watch
 /// (`awa_maint::connect`). Errors never quote the URL's password.
 pub(crate) async fn connect_pool(

@@ -6,7 +6,11 @@ use std::time::Duration;
 /// and, where there is something to do, what to do; the variants that wrap
 /// a plane crate's error carry its own message unchanged. New variants may
 /// be added in a minor release (the enum is non-exhaustive).
-#[derive(Debug, thiserror::Error)]
+///
+/// Debug prints the message (see the `Debug` impl below), so a `main` that
+/// returns this error (`Result<(), Box<dyn Error>>` included) shows what to
+/// do, not the variant's name.
+#[derive(thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
     /// A job, option or setting is out of bounds (nothing was written).
@@ -66,4 +70,44 @@ pub enum Error {
         "shutdown did not finish within {0:?}; unfinished attempts are rescued by maintenance once stale"
     )]
     ShutdownTimedOut(Duration),
+}
+
+/// What a `main` returning `Err` prints (`Error: {:?}`): the message people
+/// read, then any cause it does not already say, as `anyhow` does; never a
+/// bare variant name like `Maint(NotMigrated)`. Match on the variants to
+/// tell errors apart in code.
+impl std::fmt::Debug for Error {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let message = self.to_string();
+        f.write_str(&message)?;
+        let mut source = std::error::Error::source(self);
+        let mut first = true;
+        while let Some(cause) = source {
+            let text = cause.to_string();
+            if !message.contains(&text) {
+                if first {
+                    f.write_str("\n\nCaused by:")?;
+                    first = false;
+                }
+                write!(f, "\n    {text}")?;
+            }
+            source = cause.source();
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn debug_is_the_message_a_person_reads() {
+        let err = Error::Maint(awa_maint::MaintError::NotMigrated);
+        let shown = format!("{err:?}");
+        assert!(shown.contains("run `awa migrate`"), "{shown}");
+        assert!(!shown.contains("NotMigrated"), "{shown}");
+        let boxed: Box<dyn std::error::Error> = Box::new(Error::NoQueues);
+        assert_eq!(format!("{boxed:?}"), Error::NoQueues.to_string());
+    }
 }

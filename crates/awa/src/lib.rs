@@ -62,7 +62,7 @@ mod retry;
 pub mod testing;
 
 pub use builder::ClientBuilder;
-pub use client::{Client, Inserted};
+pub use client::{Client, Inserted, connect};
 pub use error::Error;
 pub use handler::JobHandler;
 pub use job::{InsertOpts, Job, new_job};

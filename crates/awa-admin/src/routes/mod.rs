@@ -1,5 +1,7 @@
 //! The routes: `/api/...` (JSON), `/metrics`, `/openapi.json`, the page.
 
+pub(crate) mod activity;
+pub(crate) mod cron;
 pub(crate) mod dlq;
 pub(crate) mod jobs;
 pub mod model;
@@ -17,6 +19,7 @@ pub fn router(state: AppState) -> Router {
     let api = Router::new()
         .route("/info", get(system::info))
         .route("/queues", get(queues::list))
+        .route("/activity", get(activity::activity))
         .route("/queues/{queue}/pause", post(queues::pause))
         .route("/queues/{queue}/resume", post(queues::resume))
         .route("/jobs", get(jobs::list))
@@ -31,6 +34,9 @@ pub fn router(state: AppState) -> Router {
         .route("/storage", get(system::storage))
         .route("/runtimes", get(system::runtimes))
         .route("/cron", get(system::cron))
+        .route("/cron/{name}/pause", post(cron::pause))
+        .route("/cron/{name}/resume", post(cron::resume))
+        .route("/cron/{name}/run", post(cron::run_now))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed);
     Router::new()

@@ -151,6 +151,17 @@ pub async fn seed(pool: &PgPool) -> Seeded {
     }
 }
 
+/// The cron schedule the cron tests act on: `nightly`, enabled, firing
+/// `build_report` into `reports` at 03:00 Berlin time.
+pub const CRON: &str = "nightly";
+
+pub async fn seed_cron(pool: &PgPool) {
+    let mut conn = pool.acquire().await.unwrap();
+    let mut s = awa_control::cron::Schedule::new(CRON, "0 3 * * *", "reports", "build_report");
+    s.timezone = "Europe/Berlin".into();
+    assert!(awa_control::cron::create(&mut conn, &s).await.unwrap());
+}
+
 pub fn config(token: bool) -> AdminConfig {
     let mut config = AdminConfig::new(schema());
     if token {
@@ -247,8 +258,8 @@ pub async fn post(
 }
 
 /// Everything an API call could change, as one comparable value: counts
-/// per queue and state, every job's state and lease, the DLQ and the
-/// queue settings.
+/// per queue and state, every job's state and lease, the DLQ, the queue
+/// settings and the cron schedules' state.
 pub async fn fingerprint(pool: &PgPool) -> String {
     let jobs: Vec<(i64, String, i64)> =
         sqlx::query_as("SELECT id, state, run_lease FROM awa.jobs ORDER BY id")
@@ -264,7 +275,12 @@ pub async fn fingerprint(pool: &PgPool) -> String {
             .fetch_all(pool)
             .await
             .unwrap();
-    format!("{jobs:?}|{dlq:?}|{meta:?}")
+    let cron: Vec<(String, bool, Option<i64>)> =
+        sqlx::query_as("SELECT name, enabled, last_job_id FROM awa.cron_jobs ORDER BY name")
+            .fetch_all(pool)
+            .await
+            .unwrap();
+    format!("{jobs:?}|{dlq:?}|{meta:?}|{cron:?}")
 }
 
 pub async fn state_of(pool: &PgPool, id: JobId) -> String {

@@ -142,7 +142,7 @@ async fn add(cli: &Cli, args: &CronAddArgs) -> Result<(), CliError> {
     } else if cron::create(&mut conn, &s).await? {
         cron::Upserted::Created
     } else {
-        return Err(CliError::Usage(format!(
+        return Err(CliError::Refused(format!(
             "a schedule named {:?} already exists; nothing was written. Pass --replace to change it, \
              or `awa cron remove {}` first",
             s.name, s.name

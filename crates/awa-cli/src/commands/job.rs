@@ -3,6 +3,7 @@
 use crate::cli::{Cli, EnqueueArgs, JobCommand, JobListArgs};
 use crate::{db, error::CliError, input, output, progress::Progress};
 use awa_core::{JobSelection, JobState, NewJob, Priority, QueueName, Unique, bounds};
+use awa_exec::{AttemptProgress, PgExecPlane};
 use awa_history::{HistoryPlane, JobFilter, JobView, PgHistoryPlane};
 use awa_ready::{Enqueued, PgReadyPlane, ReadyPlane};
 use sqlx::Connection;
@@ -253,12 +254,36 @@ async fn dump(cli: &Cli, id: i64) -> Result<(), CliError> {
             _ => format!("no job with id {id} in schema {schema}"),
         }));
     };
-    output::emit(cli.json, &job, || dump_text(&job));
+    // What its attempts reported with their heartbeats, from the substrate
+    // that runs it (none once it has finished), as `GET /api/jobs/{id}`
+    // shows it.
+    let mut progress = None;
+    for schema in routing.reads() {
+        progress = PgExecPlane::new(schema)
+            .attempt_progress(&mut conn, id)
+            .await?;
+        if progress.is_some() {
+            break;
+        }
+    }
+    let dump = Dump { job, progress };
+    output::emit(cli.json, &dump, || dump_text(&dump));
     Ok(())
 }
 
-fn dump_text(job: &JobView) -> String {
+/// `job dump --json`: the job's fields, then `progress` (null when no
+/// attempt reported any).
+#[derive(serde::Serialize)]
+struct Dump {
+    #[serde(flatten)]
+    job: JobView,
+    progress: Option<AttemptProgress>,
+}
+
+fn dump_text(dump: &Dump) -> String {
+    let job = &dump.job;
     let json = |v: &serde_json::Value| v.to_string();
+    let progress = dump.progress.as_ref();
     let mut lines: Vec<String> = [
         ("id", job.id.to_string()),
         ("queue", output::clean(&job.queue)),
@@ -278,6 +303,24 @@ fn dump_text(job: &JobView) -> String {
         ),
         ("args", json(&job.args)),
         ("metadata", job.metadata.as_ref().map_or("-".into(), json)),
+        (
+            "progress",
+            progress.map_or("-".into(), |p| {
+                let percent = p.percent.map_or("-".into(), |n| format!("{n}%"));
+                let message = p.message.as_deref().map_or("-".into(), output::clean);
+                format!(
+                    "{percent} {message} (run lease {}, reported {})",
+                    p.run_lease,
+                    p.updated_at.to_rfc3339()
+                )
+            }),
+        ),
+        (
+            "checkpoint",
+            progress
+                .and_then(|p| p.checkpoint.as_ref())
+                .map_or("-".into(), json),
+        ),
     ]
     .iter()
     .map(|(k, v)| format!("{k}: {v}"))

@@ -40,9 +40,9 @@ pub async fn run(cli: &Cli, args: &ServeArgs) -> Result<(), CliError> {
         db::routing(cli, &mut conn).await?.write().clone()
     };
     let metrics =
-        awa_admin::metrics::Metrics::install().map_err(|e| CliError::Usage(e.to_string()))?;
+        awa_admin::metrics::Metrics::install().map_err(|e| CliError::Refused(e.to_string()))?;
     let listener = awa_admin::bind(args.listen).await.map_err(|e| {
-        CliError::Usage(format!(
+        CliError::Refused(format!(
             "cannot listen on {}: {e} (is another server using it? pick one with --listen)",
             args.listen
         ))
@@ -65,7 +65,7 @@ pub async fn run(cli: &Cli, args: &ServeArgs) -> Result<(), CliError> {
     let state = AppState::new(pool, config, Some(metrics.clone()));
     let served = awa_admin::serve(listener, state, shutdown::signalled()).await;
     metrics.shutdown();
-    served.map_err(|e| CliError::Usage(format!("the admin server stopped: {e}")))
+    served.map_err(|e| CliError::Refused(format!("the admin server stopped: {e}")))
 }
 
 /// `awa worker run --metrics-addr ADDR`: this process's metrics at
@@ -79,10 +79,10 @@ pub async fn metrics_endpoint(
     let flag = "--metrics-allowed-host";
     allowed_hosts(addr, allowed, flag)?;
     let metrics =
-        awa_admin::metrics::Metrics::install().map_err(|e| CliError::Usage(e.to_string()))?;
-    let listener = awa_admin::bind(addr)
-        .await
-        .map_err(|e| CliError::Usage(format!("cannot listen on {addr} for --metrics-addr: {e}")))?;
+        awa_admin::metrics::Metrics::install().map_err(|e| CliError::Refused(e.to_string()))?;
+    let listener = awa_admin::bind(addr).await.map_err(|e| {
+        CliError::Refused(format!("cannot listen on {addr} for --metrics-addr: {e}"))
+    })?;
     let bound = listener.local_addr().unwrap_or(addr);
     eprintln!("awa worker: metrics at http://{bound}/metrics");
     tokio::spawn(awa_admin::metrics::serve_worker(

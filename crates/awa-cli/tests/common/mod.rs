@@ -34,6 +34,13 @@ impl Run {
             .unwrap_or_else(|e| panic!("stdout is not JSON ({e}): {self:#?}"))
     }
 
+    /// Assert a bad command line: exit code 2 (as clap's own refusals) and
+    /// a message that mentions `needle` (case-insensitive).
+    pub fn usage(&self, needle: &str) -> &Self {
+        assert_eq!(self.code, Some(2), "expected exit code 2: {self:#?}");
+        self.refused(needle)
+    }
+
     /// Assert a refusal whose message mentions `needle` (case-insensitive).
     pub fn refused(&self, needle: &str) -> &Self {
         assert!(

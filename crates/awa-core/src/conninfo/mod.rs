@@ -30,10 +30,18 @@
 //!   parameter sqlx does not know (`passwd=`, `Password=`, `sslpassword=`)
 //!   is refused before sqlx sees it, because sqlx would log its value.
 //!
+//! TLS itself is OpenSSL, through sqlx's native-tls backend, so a
+//! certificate is verified as libpq verifies it (a self-signed `CA:TRUE`
+//! server certificate as its own `sslrootcert`, the CN when there is no
+//! subjectAltName); `awa-cli/tests/cli_tls.rs` holds the whole matrix
+//! against libpq (ADR 13).
+//!
 //! Where it still differs from libpq (sqlx's behaviour): `allow` is
 //! `disable`; there is no default `~/.postgresql/root.crt`; with `verify-ca`
-//! or `verify-full` the public web PKI roots are trusted besides
-//! `sslrootcert`; key=value connection strings are not accepted; a list of
+//! or `verify-full` the system's trusted roots count besides
+//! `sslrootcert`; `prefer` with a root certificate whose check fails stays
+//! on unverified TLS where libpq retries without TLS; a client key must be
+//! PKCS#8; key=value connection strings are not accepted; a list of
 //! `hostaddr` values is refused; `load_balance_hosts` is not read (hosts
 //! are always tried in order).
 
