@@ -41,7 +41,7 @@ pub async fn pool(url: &str, size: u32) -> Result<PgPool, BoxError> {
         .max_connections(size)
         .test_before_acquire(ping_on_acquire())
         .acquire_timeout(Duration::from_secs(30))
-        .connect_with(options)
+        .connect_with(options.first().clone())
         .await?)
 }
 

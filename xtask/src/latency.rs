@@ -35,8 +35,19 @@ impl LatencyRecorder {
 
     /// Percentiles of everything recorded so far; the samples are kept.
     pub fn percentiles(&self) -> Percentiles {
-        let mut samples = self.samples.lock().expect("latency lock").clone();
-        Percentiles::of(&mut samples)
+        self.percentiles_since(0)
+    }
+
+    /// How many samples so far (pass to [`Self::percentiles_since`]).
+    pub fn len(&self) -> usize {
+        self.samples.lock().expect("latency lock").len()
+    }
+
+    /// Percentiles of the samples recorded after the first `first`.
+    pub fn percentiles_since(&self, first: usize) -> Percentiles {
+        let samples = self.samples.lock().expect("latency lock");
+        let mut tail = samples.get(first..).unwrap_or_default().to_vec();
+        Percentiles::of(&mut tail)
     }
 }
 

@@ -7,7 +7,9 @@ mod demo;
 mod fleet;
 mod latency;
 mod migrate;
+mod migration;
 mod python;
+mod release;
 mod test;
 
 use clap::{Parser, Subcommand};
@@ -24,6 +26,9 @@ struct Xtask {
 enum Task {
     /// Migrate DATABASE_URL, or a throwaway cluster when it is unset.
     Migrate,
+    /// Schema migrations: `draft DESCRIPTION [--write]` derives the next
+    /// numbered step from the sources and checks it against a fresh install.
+    Migration(migration::MigrationArgs),
     /// Run the whole test suite against one shared throwaway cluster.
     Test {
         /// Extra arguments for `cargo test`.
@@ -36,11 +41,16 @@ enum Task {
         /// How many jobs.
         #[arg(long, default_value_t = 100_000)]
         jobs: usize,
-        /// Afterwards, keep serving the admin API and dashboard on the demo
-        /// data (http://127.0.0.1:8088/, AWA_ADMIN_TOKEN for actions) until
+        /// Afterwards, keep a small realistic system running (several
+        /// queues, failures, retries, dead letters, scheduled and cron jobs)
+        /// and serve the admin API and dashboard on it
+        /// (http://127.0.0.1:8088/, AWA_ADMIN_TOKEN for actions) until
         /// Ctrl-C.
         #[arg(long)]
         serve: bool,
+        /// Where --serve listens (implies --serve); port 0 picks a free one.
+        #[arg(long, value_name = "ADDR")]
+        listen: Option<std::net::SocketAddr>,
     },
     /// Throughput, latency and PostgreSQL-side cost of the job path (a
     /// private throwaway cluster unless DATABASE_URL is set). For real
@@ -51,6 +61,12 @@ enum Task {
     /// checks every job completed exactly once. Seconds by default,
     /// minutes with --long.
     Chaos(chaos::ChaosArgs),
+    /// Check what a release would publish, without publishing: every
+    /// publishable crate packages (`cargo package --no-verify`) with its
+    /// license texts, README and metadata, `cargo doc` is warning-free, and
+    /// the Python wheel passes `twine check --strict` with its licenses.
+    #[command(name = "release-check")]
+    ReleaseCheck,
     /// One side of `bench --scenario procs` (a producer or a worker
     /// process), started by the bench itself.
     #[command(name = "bench-proc", hide = true)]
@@ -64,7 +80,10 @@ fn main() -> ExitCode {
     let default_filter = match xtask.task {
         Task::Demo { .. } | Task::Bench(_) | Task::BenchProc(_) => "warn,sqlx::query=error",
         // Broken connections are what the chaos suite is about.
-        Task::Chaos(_) => "warn,sqlx::query=error,sqlx::postgres::notice=error",
+        // (The pool's warnings about each broken connection too.)
+        Task::Chaos(_) => {
+            "warn,sqlx::query=error,sqlx::postgres::notice=error,sqlx::pool=error,sqlx_core::pool=error"
+        }
         _ => "info",
     };
     let _ = tracing_subscriber::fmt()
@@ -81,10 +100,21 @@ fn main() -> ExitCode {
     let result = runtime.block_on(async {
         match xtask.task {
             Task::Migrate => migrate::run().await,
+            Task::Migration(args) => migration::run(args).await,
             Task::Test { args } => test::run(args).await,
-            Task::Demo { jobs, serve } => demo::run(jobs, serve).await,
+            Task::Demo {
+                jobs,
+                serve,
+                listen,
+            } => {
+                let serve = (serve || listen.is_some()).then(|| {
+                    listen.unwrap_or_else(|| demo::DEFAULT_LISTEN.parse().expect("an address"))
+                });
+                demo::run(jobs, serve).await
+            }
             Task::Bench(args) => bench::run(args).await,
             Task::Chaos(args) => chaos::run(args).await,
+            Task::ReleaseCheck => release::run(),
             Task::BenchProc(args) => bench::proc_child(args).await,
         }
     });

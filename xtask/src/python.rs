@@ -1,7 +1,8 @@
-//! The Python client's build for `cargo xtask test` and `cargo xtask bench
-//! --scenario python`: a virtual environment under the target directory
-//! with the test tools, and the `awa` wheel (maturin, debug profile, the
-//! same CARGO_TARGET_DIR so the workspace's crates are shared) in it.
+//! The Python client's build for `cargo xtask test`, `cargo xtask bench
+//! --scenario python` and `cargo xtask release-check`: a virtual
+//! environment under the target directory with the test tools, and the
+//! `awa` wheel (maturin, debug profile, the same CARGO_TARGET_DIR so the
+//! workspace's crates are shared) in it.
 
 use crate::BoxError;
 use std::path::{Path, PathBuf};
@@ -9,14 +10,16 @@ use std::process::Command;
 
 /// What the suite and the bench import, and the pip names that give them.
 const TOOLS: &[(&str, &str)] = &[
-    ("maturin", "maturin>=1.9,<2"),
+    ("maturin", "maturin>=1.10,<2"),
     ("pytest", "pytest>=7"),
     ("psycopg", "psycopg[binary]>=3.1"),
     ("pydantic", "pydantic>=2"),
     ("sqlalchemy", "sqlalchemy>=2"),
+    // The release check's `twine check` of the wheel's metadata.
+    ("twine", "twine>=6"),
 ];
 
-fn workspace_root() -> PathBuf {
+pub fn workspace_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .parent()
         .expect("xtask sits in the workspace")
@@ -39,7 +42,7 @@ pub fn python(venv: &Path) -> PathBuf {
     venv.join("bin/python")
 }
 
-fn run(what: &str, cmd: &mut Command) -> Result<(), BoxError> {
+pub fn run(what: &str, cmd: &mut Command) -> Result<(), BoxError> {
     let status = cmd
         .status()
         .map_err(|e| format!("{what}: could not start {:?}: {e}", cmd.get_program()))?;
@@ -85,8 +88,29 @@ pub fn ensure_venv() -> Result<PathBuf, BoxError> {
 }
 
 /// Build the wheel (the debug profile unless `release`) and install it
-/// into `venv`.
-pub fn install_wheel(venv: &Path, release: bool) -> Result<(), BoxError> {
+/// into `venv`. Returns the wheel's path.
+pub fn install_wheel(venv: &Path, release: bool) -> Result<PathBuf, BoxError> {
+    let wheel = build_wheel(venv, release)?;
+    run(
+        "pip install (the awa wheel)",
+        Command::new(python(venv))
+            .args([
+                "-m",
+                "pip",
+                "install",
+                "-q",
+                "--disable-pip-version-check",
+                "--force-reinstall",
+                "--no-deps",
+            ])
+            .arg(&wheel),
+    )?;
+    Ok(wheel)
+}
+
+/// Build the wheel (the debug profile unless `release`) with the maturin
+/// of `venv`, alone in `target/wheels/awa-python`. Returns its path.
+pub fn build_wheel(venv: &Path, release: bool) -> Result<PathBuf, BoxError> {
     let out = target_dir().join("wheels/awa-python");
     // One wheel in the folder: the one just built.
     let _ = std::fs::remove_dir_all(&out);
@@ -111,18 +135,5 @@ pub fn install_wheel(venv: &Path, release: bool) -> Result<(), BoxError> {
         .map(|e| e.path())
         .find(|p| p.extension().is_some_and(|e| e == "whl"))
         .ok_or("maturin build left no wheel")?;
-    run(
-        "pip install (the awa wheel)",
-        Command::new(python(venv))
-            .args([
-                "-m",
-                "pip",
-                "install",
-                "-q",
-                "--disable-pip-version-check",
-                "--force-reinstall",
-                "--no-deps",
-            ])
-            .arg(&wheel),
-    )
+    Ok(wheel)
 }

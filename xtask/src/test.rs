@@ -1,6 +1,6 @@
-//! `cargo xtask test`: the benchmark smoke run, the short chaos suite, then
-//! the whole suite (cargo-nextest when installed, else cargo test), on one
-//! throwaway cluster.
+//! `cargo xtask test`: the benchmark smoke run, the short chaos suite, the
+//! whole suite (cargo-nextest when installed, else cargo test), on one
+//! throwaway cluster, then the Python suite and the release check.
 //!
 //! Without this, each test binary starts its own cluster (the harness does
 //! that by itself); sharing one through DATABASE_URL saves a cluster start
@@ -9,8 +9,12 @@
 //! printed; it only checks that every scenario runs, never its speed.
 //!
 //! The Python client's suite (pytest, `crates/awa-python/tests`) runs
-//! last, on the same cluster, after its wheel is built into a virtual
+//! next, on the same cluster, after its wheel is built into a virtual
 //! environment under the target directory (`python_suite`).
+//!
+//! The release check (`cargo xtask release-check`: packages, licenses,
+//! docs, the wheel's metadata) comes last and reuses that wheel; its
+//! `cargo doc` runs beside pytest, which mostly waits on PostgreSQL.
 //!
 //! The chaos suite (`cargo xtask chaos`, short form) restarts PostgreSQL
 //! under load, so it never gets the shared cluster: it starts its own,
@@ -19,6 +23,7 @@
 
 use crate::BoxError;
 use awa_harness::PgServer;
+use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 
 pub async fn run(args: Vec<String>) -> Result<ExitCode, BoxError> {
@@ -83,32 +88,57 @@ pub async fn run(args: Vec<String>) -> Result<ExitCode, BoxError> {
             .status()?
             .success()
     };
-    let python = python_suite(server.url());
+    let wheel = python_build();
+    let docs = crate::release::DocCheck::start();
+    let python = wheel
+        .as_ref()
+        .is_some_and(|(venv, _)| pytest(venv, server.url()));
     drop(server);
-    Ok(if ok && python {
+    let docs_ok = match docs {
+        Ok(docs) => docs.finish(),
+        Err(err) => {
+            eprintln!("error: release check: {err}");
+            false
+        }
+    };
+    let release = crate::release::check(
+        docs_ok,
+        wheel
+            .as_ref()
+            .map(|(venv, w)| (venv.as_path(), w.as_path())),
+    );
+    Ok(if ok && python && release {
         ExitCode::SUCCESS
     } else {
         ExitCode::FAILURE
     })
 }
 
-/// The Python client's suite (`crates/awa-python/tests`): build the wheel
-/// into `target/py-venv` and run pytest against the shared cluster (each
-/// test module makes a database of its own there). False on any failure,
-/// said on stderr.
-fn python_suite(url: &str) -> bool {
+/// The Python client's environment: `target/py-venv` with the wheel built
+/// and installed. The venv and the wheel's path; None on failure, said on
+/// stderr.
+fn python_build() -> Option<(PathBuf, PathBuf)> {
     let venv = match crate::python::ensure_venv() {
         Ok(venv) => venv,
         Err(err) => {
             eprintln!("error: the Python suite could not set up its environment: {err}");
-            return false;
+            return None;
         }
     };
-    if let Err(err) = crate::python::install_wheel(&venv, false) {
-        eprintln!("error: the Python suite could not build the awa wheel: {err}");
-        return false;
+    match crate::python::install_wheel(&venv, false) {
+        Ok(wheel) => Some((venv, wheel)),
+        Err(err) => {
+            eprintln!("error: the Python suite could not build the awa wheel: {err}");
+            None
+        }
     }
-    let mut pytest = Command::new(crate::python::python(&venv));
+}
+
+/// The Python client's suite (`crates/awa-python/tests`): pytest in
+/// `venv` against the shared cluster (each test module makes a database
+/// of its own there). False on any failure, said on stderr.
+fn pytest(venv: &Path, url: &str) -> bool {
+    let mut pytest = Command::new(crate::python::python(venv));
     pytest
         .args(["-m", "pytest", "-q", "-p", "no:cacheprovider"])
         .arg(crate::python::crate_dir().join("tests"))

@@ -17,7 +17,7 @@ pub struct ErrorBody {
 #[derive(Debug, serde::Serialize, utoipa::ToSchema)]
 pub struct ErrorDetail {
     /// Stable, machine-readable: `bad_request`, `not_found`,
-    /// `unauthorized`, `read_only`, `payload_too_large`,
+    /// `unauthorized`, `read_only`, `host_not_allowed`, `payload_too_large`,
     /// `unsupported_media_type`, `method_not_allowed`, `database_error`.
     pub code: String,
     /// For people: what was wrong and what to do.
@@ -153,7 +153,8 @@ plane_error!(
     awa_history::HistoryError,
     awa_dlq::DlqError,
     awa_exec::ExecError,
-    awa_control::ControlError
+    awa_control::ControlError,
+    awa_maint::MaintError
 );
 
 impl From<sqlx::Error> for ApiError {

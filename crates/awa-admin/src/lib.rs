@@ -2,7 +2,9 @@
 //! dashboard page it serves, its OpenAPI document and the Prometheus
 //! scrape endpoint.
 //!
-//! Owns: HTTP routing (axum), request validation, the token rule
+//! Owns: HTTP routing (axum), request validation, the origin rule
+//! (`origin.rs`: which `Host` values are answered, and that a server beyond
+//! loopback requires the token for reads), the token rule
 //! (`auth.rs`, the only place it is enforced), the mapping of every error
 //! to `{"error": {"code", "message"}}` (`error.rs`), the OpenAPI document
 //! (`openapi.rs`, generated from the types it serves), the dashboard assets
@@ -21,10 +23,12 @@ pub mod auth;
 mod error;
 pub mod metrics;
 pub mod openapi;
+pub mod origin;
 mod routes;
 
 pub use auth::{Token, TokenError};
 pub use error::{ApiError, ErrorBody, ErrorDetail};
+pub use origin::{AllowedHosts, BadHost, ExposedListen};
 pub use routes::model;
 
 use awa_core::SchemaName;
@@ -48,6 +52,9 @@ pub struct AdminConfig {
     pub token_for_reads: bool,
     /// A snapshot older than this is reported as holding reclamation back.
     pub pinned_alert: Duration,
+    /// The `Host` values answered (loopback only by default; see
+    /// [`origin`]).
+    pub allowed_hosts: AllowedHosts,
 }
 
 impl AdminConfig {
@@ -57,6 +64,7 @@ impl AdminConfig {
             token: None,
             token_for_reads: false,
             pinned_alert: awa_control::status::DEFAULT_PINNED_ALERT,
+            allowed_hosts: AllowedHosts::loopback(),
         }
     }
 

@@ -61,7 +61,14 @@ pub struct Metrics {
 }
 
 /// Live states whose counts are the queue depth gauge.
-const LIVE: [&str; 5] = ["available", "scheduled", "retryable", "snoozed", "running"];
+const LIVE: [&str; 6] = [
+    "available",
+    "scheduled",
+    "retryable",
+    "snoozed",
+    "buffered",
+    "running",
+];
 
 impl Metrics {
     /// Build the exporter and start recording the worker's instruments
@@ -276,25 +283,35 @@ pub async fn scrape(State(state): State<AppState>) -> Result<impl IntoResponse, 
 }
 
 /// A router with only `/metrics` (no database gauges), for
-/// `awa worker run --metrics-addr`.
-pub fn worker_router(metrics: Metrics) -> axum::Router {
-    axum::Router::new().route(
-        "/metrics",
-        axum::routing::get(move || {
-            let metrics = metrics.clone();
-            async move {
-                (
-                    [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
-                    metrics.render(),
-                )
-            }
-        }),
-    )
+/// `awa worker run --metrics-addr`, answering only to `hosts` (the origin
+/// rule of `awa serve`).
+pub fn worker_router(metrics: Metrics, hosts: crate::AllowedHosts) -> axum::Router {
+    axum::Router::new()
+        .route(
+            "/metrics",
+            axum::routing::get(move || {
+                let metrics = metrics.clone();
+                async move {
+                    (
+                        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
+                        metrics.render(),
+                    )
+                }
+            }),
+        )
+        .layer(axum::middleware::from_fn_with_state(
+            Arc::new(hosts),
+            crate::origin::guard,
+        ))
 }
 
 /// Serve [`worker_router`] on `listener` until the process ends.
-pub async fn serve_worker(listener: tokio::net::TcpListener, metrics: Metrics) {
-    if let Err(err) = axum::serve(listener, worker_router(metrics)).await {
+pub async fn serve_worker(
+    listener: tokio::net::TcpListener,
+    metrics: Metrics,
+    hosts: crate::AllowedHosts,
+) {
+    if let Err(err) = axum::serve(listener, worker_router(metrics, hosts)).await {
         tracing::warn!(error = %err, "the metrics endpoint stopped");
     }
 }

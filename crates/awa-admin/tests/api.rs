@@ -182,6 +182,15 @@ async fn runtimes_and_cron_are_listed() {
     )
     .await
     .unwrap();
+    awa_control::cron::create(
+        &mut conn,
+        &awa_control::cron::Schedule::new("x-broken", "0 3 * * *", "alpha", "report"),
+    )
+    .await
+    .unwrap();
+    awa_control::cron::record_error(&mut conn, "x-broken", "enqueue refused: too big")
+        .await
+        .unwrap();
     drop(conn);
     let app = app(&pool, config(false));
     let runtimes = get(&app, "/api/runtimes", None).await.json();
@@ -191,18 +200,29 @@ async fn runtimes_and_cron_are_listed() {
     let cron = get(&app, "/api/cron", None).await.json();
     assert_eq!(cron["schedules"][0]["name"], "nightly");
     assert_eq!(cron["schedules"][0]["enabled"], true);
-    assert!(cron["schedules"][0]["next_fire"].is_string());
+    // The next fire is the tick, 03:00:00 UTC, to the second.
+    let next = cron["schedules"][0]["next_fire"].as_str().unwrap();
+    assert!(next.ends_with("T03:00:00Z"), "{next}");
+    // A schedule the leader cannot fire says why, and since when.
+    assert!(cron["schedules"][0]["error"].is_null());
+    assert_eq!(cron["schedules"][1]["name"], "x-broken");
+    assert_eq!(cron["schedules"][1]["error"], "enqueue refused: too big");
+    assert!(cron["schedules"][1]["error_since"].is_string());
 }
 
 #[tokio::test]
 async fn without_a_token_the_server_is_read_only() {
     let (_db, pool) = setup().await;
     let seeded = seed(&pool).await;
+    seed_cron(&pool).await;
     let app = app(&pool, config(false));
     let before = fingerprint(&pool).await;
     for (uri, body) in [
         (format!("/api/jobs/{}/cancel", seeded.alpha[0]), None),
         ("/api/queues/alpha/pause".to_string(), None),
+        (format!("/api/cron/{CRON}/pause"), None),
+        (format!("/api/cron/{CRON}/resume"), None),
+        (format!("/api/cron/{CRON}/run"), None),
         (
             "/api/dlq/retry".to_string(),
             Some(json!({ "job_id": seeded.dead[0].0 })),
@@ -536,4 +556,275 @@ async fn a_database_error_is_reported_without_sql_or_detail() {
     }
     // Other endpoints still answer.
     assert_eq!(get(&app, "/api/dlq", None).await.status, StatusCode::OK);
+}
+
+/// Issue 22: a job that failed three times shows all three attempts, with
+/// times and the runtime; a running job names its holder; retry one job and
+/// retry or cancel by filter, with the count before acting (dry run), under
+/// the token rule of every action.
+#[tokio::test]
+async fn attempts_holder_retry_and_bulk_actions() {
+    let (_db, pool) = setup().await;
+    let (failed, running, runtime) = seed_failures(&pool).await;
+    let app = app(&pool, config(true));
+    let t = Some(TOKEN);
+
+    let detail = get(&app, &format!("/api/jobs/{failed}"), None).await.json();
+    let job = &detail["job"];
+    assert_eq!(job["state"], "failed", "{detail}");
+    let attempts = job["attempts"].as_array().expect("attempts in the detail");
+    assert_eq!(attempts.len(), 3, "{detail}");
+    for (i, a) in attempts.iter().enumerate() {
+        assert_eq!(a["attempt"], i + 1);
+        assert_eq!(a["error"], format!("error {}", i + 1));
+        assert!(
+            a["started_at"].is_string() && a["ended_at"].is_string(),
+            "{a}"
+        );
+        assert_eq!(a["runtime"]["id"], runtime.to_string());
+        assert_eq!(a["runtime"]["pid"], std::process::id());
+    }
+    assert_eq!(attempts[2]["outcome"], "failed");
+
+    // The running job: holder in the list and the detail.
+    let list = get(&app, "/api/jobs?queue=gamma&state=running", None)
+        .await
+        .json();
+    let row = &list["jobs"][0];
+    assert_eq!(row["id"], running.0);
+    assert_eq!(row["holder"]["instance_id"], runtime.to_string());
+    assert!(row["holder"]["heartbeat_age_secs"].as_f64().unwrap() >= 0.0);
+    assert!(
+        row.get("attempts").is_none(),
+        "lists leave attempts out: {row}"
+    );
+    let detail = get(&app, &format!("/api/jobs/{running}"), None)
+        .await
+        .json();
+    assert_eq!(detail["job"]["holder"]["pid"], std::process::id());
+    assert_eq!(detail["job"]["attempts"][0]["outcome"], "running");
+
+    // Args containment in the list.
+    let found = get(&app, "/api/jobs?args_contains=%7B%22user%22%3A42%7D", None)
+        .await
+        .json();
+    let ids: Vec<i64> = found["jobs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|j| j["id"].as_i64().unwrap())
+        .collect();
+    assert_eq!(ids, vec![failed.0]);
+    let bad = get(&app, "/api/jobs?args_contains=42", None).await;
+    assert_eq!(bad.status, StatusCode::BAD_REQUEST, "{}", bad.text);
+
+    // Actions need the token, and change nothing without it.
+    let before = fingerprint(&pool).await;
+    for (uri, body) in [
+        (format!("/api/jobs/{failed}/retry"), None),
+        (
+            "/api/jobs/retry".to_string(),
+            Some(json!({"queue": "gamma", "state": "failed"})),
+        ),
+        (
+            "/api/jobs/cancel".to_string(),
+            Some(json!({"queue": "gamma"})),
+        ),
+    ] {
+        let r = post(&app, &uri, None, body.clone()).await;
+        assert_eq!(r.status, StatusCode::UNAUTHORIZED, "{uri}: {}", r.text);
+        let open = common::app(&pool, config(false));
+        let r = post(&open, &uri, None, body).await;
+        assert_eq!(r.status, StatusCode::FORBIDDEN, "{uri}: {}", r.text);
+    }
+    assert_eq!(fingerprint(&pool).await, before);
+
+    // Bulk retry: the dry run counts, then the retry acts.
+    let dry = post(
+        &app,
+        "/api/jobs/retry",
+        t,
+        Some(json!({"queue": "gamma", "state": "failed", "kind": "sync", "dry_run": true})),
+    )
+    .await
+    .json();
+    assert_eq!(
+        (dry["matched"].as_i64(), dry["dry_run"].as_bool()),
+        (Some(1), Some(true))
+    );
+    assert_eq!(fingerprint(&pool).await, before);
+    let done = post(
+        &app,
+        "/api/jobs/retry",
+        t,
+        Some(json!({"queue": "gamma", "state": "failed", "args_contains": {"user": 42}})),
+    )
+    .await
+    .json();
+    assert_eq!(done["retried"], json!([failed.0]));
+    assert_eq!(state_of(&pool, failed).await, "available");
+    let gone = post(&app, &format!("/api/jobs/{failed}/retry"), t, None).await;
+    assert_eq!(gone.status, StatusCode::NOT_FOUND, "{}", gone.text);
+
+    // Bulk cancel of what is unfinished in gamma (the retried job and the
+    // running one), counted first.
+    let dry = post(
+        &app,
+        "/api/jobs/cancel",
+        t,
+        Some(json!({"queue": "gamma", "dry_run": true})),
+    )
+    .await
+    .json();
+    assert_eq!(dry["matched"], 2, "{dry}");
+    let done = post(&app, "/api/jobs/cancel", t, Some(json!({"queue": "gamma"})))
+        .await
+        .json();
+    let mut from: Vec<&str> = done["cancelled"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["cancelled_from"].as_str().unwrap())
+        .collect();
+    from.sort();
+    assert_eq!(from, ["available", "running"], "{done}");
+
+    // One job back from cancelled, through its own endpoint.
+    let one = post(&app, &format!("/api/jobs/{running}/retry"), t, None)
+        .await
+        .json();
+    assert_eq!(one["retried"], json!([running.0]));
+    assert_eq!(state_of(&pool, running).await, "available");
+
+    // A selection that names the wrong states is refused, changing nothing.
+    let before = fingerprint(&pool).await;
+    for (uri, body) in [
+        (
+            "/api/jobs/retry",
+            json!({"queue": "gamma", "state": "available"}),
+        ),
+        ("/api/jobs/retry", json!({"queue": "gamma"})),
+        (
+            "/api/jobs/cancel",
+            json!({"queue": "gamma", "state": "failed"}),
+        ),
+        ("/api/jobs/cancel", json!({"queue": " "})),
+        (
+            "/api/jobs/cancel",
+            json!({"queue": "gamma", "args_contains": 7}),
+        ),
+        (
+            "/api/jobs/cancel",
+            json!({"queue": "gamma", "colour": "red"}),
+        ),
+    ] {
+        let r = post(&app, uri, t, Some(body.clone())).await;
+        assert!(
+            r.status == StatusCode::BAD_REQUEST || r.status == StatusCode::UNPROCESSABLE_ENTITY,
+            "{uri} {body}: {} {}",
+            r.status,
+            r.text
+        );
+        r.error_code();
+    }
+    assert_eq!(fingerprint(&pool).await, before);
+}
+
+#[tokio::test]
+async fn cron_controls_pause_resume_and_run_a_schedule() {
+    let (_db, pool) = setup().await;
+    seed_cron(&pool).await;
+    let app = app(&pool, config(true));
+    let before = fingerprint(&pool).await;
+    for action in ["pause", "resume", "run"] {
+        let uri = format!("/api/cron/{CRON}/{action}");
+        let r = post(&app, &uri, None, None).await;
+        assert_eq!(r.status, StatusCode::UNAUTHORIZED, "{uri}: {}", r.text);
+        let r = post(&app, &format!("/api/cron/nope/{action}"), Some(TOKEN), None).await;
+        assert_eq!(r.status, StatusCode::NOT_FOUND, "{action}: {}", r.text);
+        assert!(r.text.contains("no schedule named"), "{}", r.text);
+    }
+    assert_eq!(fingerprint(&pool).await, before, "refusals change nothing");
+
+    let paused = post(&app, &format!("/api/cron/{CRON}/pause"), Some(TOKEN), None).await;
+    assert_eq!(paused.status, StatusCode::OK, "{}", paused.text);
+    assert_eq!(paused.json()["enabled"], false);
+    assert!(
+        paused.json()["next_fire"].is_null(),
+        "a paused schedule never fires"
+    );
+    let listed = get(&app, "/api/cron", None).await.json();
+    assert_eq!(listed["schedules"][0]["enabled"], false);
+    let resumed = post(&app, &format!("/api/cron/{CRON}/resume"), Some(TOKEN), None).await;
+    assert_eq!(resumed.json()["enabled"], true);
+    assert!(resumed.json()["next_fire"].is_string());
+    assert_eq!(resumed.json()["timezone"], "Europe/Berlin");
+
+    // Run now: the schedule's job, enqueued at once and recorded as its last.
+    let run = post(&app, &format!("/api/cron/{CRON}/run"), Some(TOKEN), None).await;
+    assert_eq!(run.status, StatusCode::OK, "{}", run.text);
+    let job_id = run.json()["job_id"].as_i64().expect("a job id");
+    let job = get(&app, &format!("/api/jobs/{job_id}"), None).await.json();
+    assert_eq!(job["job"]["queue"], "reports");
+    assert_eq!(job["job"]["kind"], "build_report");
+    assert_eq!(job["job"]["state"], "available");
+    assert_eq!(job["job"]["metadata"]["awa_cron"]["manual"], true);
+    let listed = get(&app, "/api/cron", None).await.json();
+    assert_eq!(listed["schedules"][0]["last_job_id"], job_id);
+}
+
+#[tokio::test]
+async fn activity_serves_what_the_health_task_recorded_per_minute() {
+    let (_db, pool) = setup().await;
+    seed(&pool).await;
+    let app = app(&pool, config(false));
+    let empty = get(&app, "/api/activity", None).await;
+    assert_eq!(empty.status, StatusCode::OK, "{}", empty.text);
+    let empty = empty.json();
+    assert_eq!(empty["minutes"], 60);
+    assert_eq!(empty["points"].as_array().unwrap().len(), 60);
+    assert!(empty["last_measured_at"].is_null(), "nothing recorded yet");
+
+    // What the leader's health task does every few seconds.
+    let mut conn = pool.acquire().await.unwrap();
+    use awa_history::HistoryPlane;
+    let history = awa_history::PgHistoryPlane::new(schema());
+    history.publish_health(&mut conn).await.unwrap();
+    history.publish_activity(&mut conn).await.unwrap();
+    drop(conn);
+
+    let sum = |v: &serde_json::Value, field: &str| -> i64 {
+        v["points"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p[field].as_i64().unwrap())
+            .sum()
+    };
+    let all = get(&app, "/api/activity?minutes=5", None).await.json();
+    assert_eq!(all["points"].as_array().unwrap().len(), 5);
+    assert!(all["last_measured_at"].is_string());
+    // The seed completed one job of alpha and dead-lettered two of dead.
+    assert_eq!(sum(&all, "completed"), 1, "{all}");
+    assert_eq!(sum(&all, "dead_lettered"), 2, "{all}");
+    let latest = all["points"].as_array().unwrap().last().unwrap().clone();
+    assert!(
+        latest["wait_max_secs"].as_f64().is_some(),
+        "alpha has waiting jobs: {all}"
+    );
+    let alpha = get(&app, "/api/activity?queue=alpha", None).await.json();
+    assert_eq!(sum(&alpha, "completed"), 1);
+    assert_eq!(sum(&alpha, "dead_lettered"), 0);
+    assert_eq!(alpha["queue"], "alpha");
+    for bad in [
+        "minutes=0",
+        "minutes=121",
+        "minutes=x",
+        "queue=%20",
+        "other=1",
+    ] {
+        let r = get(&app, &format!("/api/activity?{bad}"), None).await;
+        assert_eq!(r.status, StatusCode::BAD_REQUEST, "{bad}: {}", r.text);
+        assert_eq!(r.error_code(), "bad_request");
+    }
 }

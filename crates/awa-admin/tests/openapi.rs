@@ -74,12 +74,13 @@ fn check(doc: &Value, method: &str, template: &str, reply: &Reply) {
 async fn real_responses_match_the_document() {
     let (_db, pool) = setup().await;
     let seeded = seed(&pool).await;
+    seed_cron(&pool).await;
     let doc: Value = serde_json::from_str(&awa_admin::openapi::document_json()).unwrap();
     let open = app(&pool, config(false));
     let app = app(&pool, config(true));
     let t = Some(TOKEN);
 
-    let gets: Vec<(&str, String, StatusCode)> = vec![
+    let mut gets: Vec<(&str, String, StatusCode)> = vec![
         ("/api/info", "/api/info".into(), StatusCode::OK),
         ("/api/queues", "/api/queues".into(), StatusCode::OK),
         ("/api/jobs", "/api/jobs?limit=2".into(), StatusCode::OK),
@@ -117,7 +118,36 @@ async fn real_responses_match_the_document() {
         ("/api/storage", "/api/storage".into(), StatusCode::OK),
         ("/api/runtimes", "/api/runtimes".into(), StatusCode::OK),
         ("/api/cron", "/api/cron".into(), StatusCode::OK),
+        ("/api/activity", "/api/activity".into(), StatusCode::OK),
+        (
+            "/api/activity",
+            "/api/activity?minutes=500".into(),
+            StatusCode::BAD_REQUEST,
+        ),
     ];
+    let (failed, running, _) = seed_failures(&pool).await;
+    gets.extend([
+        (
+            "/api/jobs/{id}",
+            format!("/api/jobs/{failed}"),
+            StatusCode::OK,
+        ),
+        (
+            "/api/jobs/{id}",
+            format!("/api/jobs/{running}"),
+            StatusCode::OK,
+        ),
+        (
+            "/api/jobs",
+            "/api/jobs?args_contains=%7B%22user%22%3A42%7D".into(),
+            StatusCode::OK,
+        ),
+        (
+            "/api/jobs",
+            "/api/jobs?args_contains=oops".into(),
+            StatusCode::BAD_REQUEST,
+        ),
+    ]);
     for (template, uri, status) in gets {
         let r = get(&app, &uri, None).await;
         assert_eq!(r.status, status, "{uri}: {}", r.text);
@@ -168,6 +198,48 @@ async fn real_responses_match_the_document() {
             &app,
         ),
         (
+            "/api/jobs/retry",
+            "/api/jobs/retry".into(),
+            Some(json!({ "queue": "gamma", "state": "failed", "dry_run": true })),
+            StatusCode::OK,
+            &app,
+        ),
+        (
+            "/api/jobs/retry",
+            "/api/jobs/retry".into(),
+            Some(json!({ "queue": "gamma", "state": "running" })),
+            StatusCode::BAD_REQUEST,
+            &app,
+        ),
+        (
+            "/api/jobs/{id}/retry",
+            format!("/api/jobs/{failed}/retry"),
+            None,
+            StatusCode::OK,
+            &app,
+        ),
+        (
+            "/api/jobs/{id}/retry",
+            "/api/jobs/987654/retry".into(),
+            None,
+            StatusCode::NOT_FOUND,
+            &app,
+        ),
+        (
+            "/api/jobs/cancel",
+            "/api/jobs/cancel".into(),
+            Some(json!({ "queue": "gamma", "dry_run": true })),
+            StatusCode::OK,
+            &app,
+        ),
+        (
+            "/api/jobs/cancel",
+            "/api/jobs/cancel".into(),
+            Some(json!({ "queue": "gamma", "kind": "long" })),
+            StatusCode::OK,
+            &app,
+        ),
+        (
             "/api/dlq/retry",
             "/api/dlq/retry".into(),
             Some(json!({ "job_id": seeded.dead[0].0 })),
@@ -195,6 +267,41 @@ async fn real_responses_match_the_document() {
             StatusCode::PAYLOAD_TOO_LARGE,
             &app,
         ),
+        (
+            "/api/cron/{name}/pause",
+            format!("/api/cron/{CRON}/pause"),
+            None,
+            StatusCode::OK,
+            &app,
+        ),
+        (
+            "/api/cron/{name}/resume",
+            format!("/api/cron/{CRON}/resume"),
+            None,
+            StatusCode::OK,
+            &app,
+        ),
+        (
+            "/api/cron/{name}/run",
+            format!("/api/cron/{CRON}/run"),
+            None,
+            StatusCode::OK,
+            &app,
+        ),
+        (
+            "/api/cron/{name}/run",
+            "/api/cron/nope/run".into(),
+            None,
+            StatusCode::NOT_FOUND,
+            &app,
+        ),
+        (
+            "/api/cron/{name}/pause",
+            format!("/api/cron/{CRON}/pause"),
+            None,
+            StatusCode::FORBIDDEN,
+            &open,
+        ),
     ];
     for (template, uri, body, status, router) in posts {
         let r = post(router, &uri, t, body).await;
@@ -204,6 +311,23 @@ async fn real_responses_match_the_document() {
     let unauthorized = post(&app, "/api/queues/alpha/pause", None, None).await;
     assert_eq!(unauthorized.status, StatusCode::UNAUTHORIZED);
     check(&doc, "post", "/api/queues/{queue}/pause", &unauthorized);
+
+    // The origin rule's refusal is documented on every operation.
+    for (method, template, uri) in [
+        ("get", "/api/jobs", "/api/jobs"),
+        ("post", "/api/dlq/purge", "/api/dlq/purge"),
+        ("get", "/metrics", "/metrics"),
+    ] {
+        let req = axum::http::Request::builder()
+            .method(method.to_uppercase().as_str())
+            .uri(uri)
+            .header(axum::http::header::HOST, "evil.example")
+            .body(axum::body::Body::empty())
+            .unwrap();
+        let foreign = send(&app, req).await;
+        assert_eq!(foreign.status, StatusCode::MISDIRECTED_REQUEST);
+        check(&doc, method, template, &foreign);
+    }
 
     // A database error answers in the documented shape too.
     sqlx::query("ALTER VIEW awa.jobs RENAME TO jobs_elsewhere")

@@ -5,6 +5,8 @@ mod dlq;
 mod job;
 mod maint;
 mod queue;
+#[cfg(test)]
+mod readme;
 mod serve;
 mod worker;
 
@@ -18,17 +20,31 @@ pub use worker::*;
 
 use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
+use std::sync::LazyLock;
+
+/// What `awa --version` prints after the name: this build's version and the
+/// schema version it migrates to and expects, so an operator can tell which
+/// binary a database needs (one at a newer schema version is refused).
+static VERSION: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "{} (schema version {})",
+        env!("CARGO_PKG_VERSION"),
+        awa_maint::LATEST_VERSION
+    )
+});
 
 #[derive(Debug, Parser)]
 #[command(
     name = "awa",
-    version,
+    version = VERSION.as_str(),
     about = "Operate an Awa job queue on PostgreSQL",
     after_help = "Exit codes:\n  \
         0  success\n  \
         1  failure (the message on stderr says what to do)\n  \
-        2  the command line could not be parsed\n  \
-        3  job enqueue: the --unique-key is held by an unfinished job; nothing was enqueued\n\n\
+        2  a bad command line: it could not be parsed, or a value in it was refused\n     \
+           (out of range, not JSON, not a duration, ...); nothing was done\n  \
+        3  job enqueue / job retry ID: the unique key is held by an unfinished job; nothing was \
+           enqueued or retried\n\n\
         Progress bars and spinners are drawn on stderr only when it is a terminal and --json is off."
 )]
 pub struct Cli {
@@ -45,6 +61,9 @@ pub struct Cli {
     /// queue, dlq, worker and maint commands follow the routing: new work
     /// goes where the transition state says, reads cover every substrate
     /// it reads. Storage commands take their substrate from here too.
+    /// Commands whose work is database-wide (cron, queue configure, the
+    /// storage transitions, storage status) still refuse a pin that names
+    /// no prepared substrate, before writing anything.
     #[arg(long, global = true, env = "AWA_SCHEMA", value_name = "SCHEMA")]
     pub schema: Option<String>,
 
@@ -66,7 +85,7 @@ pub enum Command {
     /// Inspect and prepare queue-storage substrates.
     #[command(subcommand)]
     Storage(StorageCommand),
-    /// Enqueue, inspect, list and cancel jobs.
+    /// Enqueue, inspect, list, cancel and retry jobs.
     #[command(subcommand)]
     Job(JobCommand),
     /// Queue counts and settings.
@@ -91,10 +110,20 @@ pub enum Command {
 
 #[derive(Debug, Args)]
 pub struct MigrateArgs {
-    /// Print the whole migration set as SQL instead of applying it.
+    /// Print SQL instead of applying it: the fresh install of the newest
+    /// version for an empty database, or with --from the numbered steps
+    /// after version N (up to --to, else the newest).
     #[arg(long, conflicts_with = "extract_to")]
     pub sql: bool,
-    /// Write one file per migration into DIR (Flyway-style names).
+    /// With --sql: the version the database is at (0: empty).
+    #[arg(long, value_name = "N", requires = "sql")]
+    pub from: Option<i32>,
+    /// Stop at version M (with --sql, the last step printed; applying, the
+    /// steps up to M only).
+    #[arg(long, value_name = "M", conflicts_with = "extract_to")]
+    pub to: Option<i32>,
+    /// Write one file per numbered step into DIR (Flyway-style names), for
+    /// an external migration runner to apply in order.
     #[arg(long, value_name = "DIR")]
     pub extract_to: Option<PathBuf>,
 }
@@ -161,6 +190,11 @@ pub struct StorageConfigureArgs {
     /// (1024 to 268435456; 1 MiB by default).
     #[arg(long, value_name = "BYTES", allow_negative_numbers = true)]
     pub max_job_bytes: Option<i64>,
+    /// How long failed and cancelled jobs stay readable and retryable,
+    /// whatever the ring's history retention (e.g. 7days, the default;
+    /// 1s to 3650days).
+    #[arg(long, value_name = "DURATION", allow_hyphen_values = true)]
+    pub failure_retention: Option<String>,
 }
 
 #[derive(Debug, Args)]

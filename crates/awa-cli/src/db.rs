@@ -2,8 +2,10 @@
 
 use crate::error::CliError;
 use awa_core::SchemaName;
-use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
-use sqlx::{Connection, PgConnection};
+use awa_core::conninfo::Conninfo;
+use awa_maint::connect::ConnectError;
+use sqlx::PgConnection;
+use sqlx::postgres::{PgPool, PgPoolOptions};
 use std::time::Duration;
 
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -19,9 +21,10 @@ pub fn require_url(url: &Option<String>) -> Result<&str, CliError> {
     Ok(url)
 }
 
-/// What sqlx connects with: `sslmode`, `sslrootcert` and the rest of the
-/// URL read as libpq reads them (see `awa_core::conninfo`).
-fn options(url: &str) -> Result<PgConnectOptions, CliError> {
+/// What sqlx connects with, per listed host: `sslmode`, `sslrootcert`,
+/// `target_session_attrs` and the rest of the URL read as libpq reads them
+/// (see `awa_core::conninfo`).
+fn options(url: &str) -> Result<Conninfo, CliError> {
     Ok(awa_core::conninfo::connect_options(url)?)
 }
 
@@ -51,6 +54,22 @@ pub fn pinned(cli: &crate::cli::Cli) -> Result<Option<SchemaName>, CliError> {
         .transpose()?)
 }
 
+/// The `--schema` / `AWA_SCHEMA` substrate, if one was given, checked to
+/// be a prepared substrate: what every command that does not otherwise
+/// read the routing calls before its first write, so a pin naming nothing
+/// is refused with nothing written (even where the command's work is
+/// database-wide, such as cron schedules and queue settings).
+pub async fn check_pinned(
+    cli: &crate::cli::Cli,
+    conn: &mut PgConnection,
+) -> Result<Option<SchemaName>, CliError> {
+    let pinned = pinned(cli)?;
+    if let Some(schema) = &pinned {
+        require_substrate(conn, schema).await?;
+    }
+    Ok(pinned)
+}
+
 /// Refuse a schema that is not a prepared substrate.
 pub async fn require_substrate(
     conn: &mut PgConnection,
@@ -60,7 +79,9 @@ pub async fn require_substrate(
         Ok(())
     } else {
         Err(CliError::NotFound(format!(
-            "schema {schema} is not a prepared substrate (prepare it with              `awa storage prepare-queue-storage-schema --schema {schema}`, or leave out              --schema / AWA_SCHEMA to follow the storage routing)"
+            "schema {schema} is not a prepared substrate (prepare it with \
+             `awa storage prepare-queue-storage-schema --schema {schema}`, or leave out \
+             --schema / AWA_SCHEMA to follow the storage routing)"
         )))
     }
 }
@@ -68,25 +89,20 @@ pub async fn require_substrate(
 /// A connection failure as the user should read it (a refusal by the
 /// server, such as a wrong password or database, is a database error; a
 /// failed TLS handshake says what to check in the URL).
-fn describe(err: &sqlx::Error) -> String {
+fn describe(err: &ConnectError) -> String {
     const TLS_ADVICE: &str = "with sslmode=verify-ca or verify-full, sslrootcert must name \
-         the CA that signed the server's certificate, and verify-full also needs the \
-         certificate to name the host in the URL";
-    match err {
-        // rustls refusing the server's certificate reaches us as an I/O
-        // error of the handshake.
-        sqlx::Error::Io(io)
-            if io
-                .get_ref()
-                .is_some_and(|inner| inner.is::<rustls::Error>()) =>
-        {
-            let inner = io.get_ref().map(ToString::to_string).unwrap_or_default();
-            format!("the TLS handshake failed: {inner} ({TLS_ADVICE})")
+         the CA that signed the server's certificate (for a self-signed one, the certificate \
+         itself), and verify-full also needs the certificate to name the host in the URL";
+    match err.driver_error() {
+        // OpenSSL refusing the server's certificate (or a root certificate
+        // it cannot read) reaches us as sqlx's TLS error; its text carries
+        // OpenSSL's reason ("hostname mismatch", "unable to get local
+        // issuer certificate").
+        Some(sqlx::Error::Tls(tls)) => {
+            format!("TLS failed: {tls} (check sslmode and sslrootcert in the URL; {TLS_ADVICE})")
         }
-        sqlx::Error::Tls(tls) => format!(
-            "TLS could not be set up: {tls} (check sslmode and sslrootcert in the URL; {TLS_ADVICE})"
-        ),
-        _ => awa_core::db_error::Described(err).to_string(),
+        Some(other) => awa_core::db_error::Described(other).to_string(),
+        None => err.to_string(),
     }
 }
 
@@ -98,56 +114,47 @@ fn unreachable(url: &str, reason: String) -> CliError {
     }
 }
 
+/// One connection, to the first listed host whose session qualifies.
 pub async fn connect(url: &str) -> Result<PgConnection, CliError> {
-    let options = options(url)?;
-    match tokio::time::timeout(CONNECT_TIMEOUT, PgConnection::connect_with(&options)).await {
-        Ok(Ok(conn)) => Ok(conn),
-        Ok(Err(err)) => Err(unreachable(url, describe(&err))),
-        Err(_) => Err(unreachable(
-            url,
-            format!("no answer within {}s", CONNECT_TIMEOUT.as_secs()),
-        )),
-    }
+    awa_maint::connect::connect(&options(url)?)
+        .await
+        .map_err(|err| unreachable(url, describe(&err)))
 }
 
-/// A connection to a database this binary may touch job data in: migrated,
-/// and not by a newer binary.
+/// A connection to a database this binary may touch job data in: migrated
+/// to this binary's version.
 pub async fn connect_migrated(url: &str) -> Result<PgConnection, CliError> {
     let mut conn = connect(url).await?;
     ensure_migrated(&mut conn).await?;
     Ok(conn)
 }
 
-/// A pool for long-running commands, checked like `connect_migrated`.
+/// A pool for long-running commands, checked like `connect_migrated`. From
+/// a host list it follows a failover to the new primary for as long as the
+/// process runs (`awa_maint::connect::pool`).
 pub async fn pool_migrated(url: &str, size: u32) -> Result<PgPool, CliError> {
     // No ping on every acquire: it would add a round trip to each claim and
     // each finish; a broken connection shows up as a failed statement, which
     // the worker retries anyway.
-    let connecting = PgPoolOptions::new()
+    let options = PgPoolOptions::new()
         .max_connections(size)
         .acquire_timeout(CONNECT_TIMEOUT)
-        .test_before_acquire(false)
-        .connect_with(options(url)?);
-    let pool = match tokio::time::timeout(CONNECT_TIMEOUT, connecting).await {
-        Ok(Ok(pool)) => pool,
-        Ok(Err(err)) => return Err(unreachable(url, describe(&err))),
-        Err(_) => {
-            return Err(unreachable(
-                url,
-                format!("no answer within {}s", CONNECT_TIMEOUT.as_secs()),
-            ));
-        }
-    };
+        .test_before_acquire(false);
+    let (pool, watch) = awa_maint::connect::pool(&self::options(url)?, options)
+        .await
+        .map_err(|err| unreachable(url, describe(&err)))?;
+    // The pool lives as long as the command.
+    watch.until_closed();
     let mut conn = pool.acquire().await?;
     ensure_migrated(&mut conn).await?;
     Ok(pool)
 }
 
+/// Migrated to exactly this binary's version: an older database would lack
+/// what this binary's statements call, a newer one may have changed it.
 async fn ensure_migrated(conn: &mut PgConnection) -> Result<(), CliError> {
-    match awa_maint::migrate::check_compatible(conn).await? {
-        Some(_) => Ok(()),
-        None => Err(awa_maint::MaintError::NotMigrated.into()),
-    }
+    awa_maint::migrate::require_current(conn).await?;
+    Ok(())
 }
 
 /// The connection string without its passwords, for messages (every form:

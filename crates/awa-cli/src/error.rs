@@ -7,10 +7,13 @@ pub mod exit {
     pub const OK: u8 = 0;
     /// Any failure without a code of its own below.
     pub const FAILURE: u8 = 1;
-    /// The command line could not be parsed (clap's own code).
+    /// The command line could not be parsed (clap's own code), or a value
+    /// in it was refused after parsing (out of range, not JSON, not a
+    /// duration, a missing or contradictory flag), before anything was
+    /// written.
     pub const USAGE: u8 = 2;
-    /// `job enqueue --unique-key`: the key is held by an unfinished job,
-    /// so nothing was enqueued.
+    /// `job enqueue --unique-key` / `job retry ID`: the key is held by an
+    /// unfinished job, so nothing was enqueued or retried.
     pub const UNIQUE_KEY_HELD: u8 = 3;
 }
 
@@ -25,10 +28,16 @@ pub enum CliError {
         "could not connect to PostgreSQL at {url}: {reason}. Check --database-url / DATABASE_URL and that the server is running and reachable"
     )]
     Unreachable { url: String, reason: String },
-    /// A value the user typed that no plane type could check for us (JSON,
-    /// timestamps, durations, handler specs).
+    /// The command line is wrong: a value the user typed that no plane type
+    /// could check for us (JSON, timestamps, durations, handler specs), a
+    /// missing or contradictory flag. Exit code 2, like clap's own.
     #[error("{0}")]
     Usage(String),
+    /// The command line was fine but what it asked for cannot be done now
+    /// (a name already taken, an address in use, a file that cannot be
+    /// read). Exit code 1.
+    #[error("{0}")]
+    Refused(String),
     #[error("{0}")]
     NotFound(String),
     #[error(
@@ -36,6 +45,17 @@ pub enum CliError {
          enqueue again once it has finished, or cancel it first"
     )]
     UniqueKeyHeld { key: String, held_by: i64 },
+    #[error(
+        "nothing enqueued: it duplicates job {held_by} (unique by {what}; that job is \
+         unfinished, or finished in a state the spec keeps, within the period); enqueue again \
+         after that, or cancel it"
+    )]
+    UniqueHeld { what: String, held_by: i64 },
+    #[error(
+        "job {id} stays failed: its unique key {key:?} is held by unfinished job {held_by}; \
+         retry it once that job has finished, or cancel that job first"
+    )]
+    RetryKeyHeld { id: i64, key: String, held_by: i64 },
     #[error(transparent)]
     Invalid(#[from] awa_core::InvalidInput),
     #[error(transparent)]
@@ -73,7 +93,25 @@ impl CliError {
     /// The process exit code for this failure (see [`exit`]).
     pub fn exit_code(&self) -> u8 {
         match self {
-            CliError::UniqueKeyHeld { .. } => exit::UNIQUE_KEY_HELD,
+            CliError::UniqueKeyHeld { .. }
+            | CliError::UniqueHeld { .. }
+            | CliError::RetryKeyHeld { .. } => exit::UNIQUE_KEY_HELD,
+            CliError::Usage(_) | CliError::Invalid(_) | CliError::NoDatabaseUrl => exit::USAGE,
+            // An unreadable URL is a bad value; a root certificate file that
+            // cannot be read is like any other file that cannot be.
+            CliError::BadUrl(awa_core::conninfo::UrlError::RootCert { .. }) => exit::FAILURE,
+            CliError::BadUrl(_) => exit::USAGE,
+            // A plane refusing its input before writing anything: in this
+            // binary that input came from the command line (a flag's value,
+            // --args), so it is a bad command line like one clap refuses.
+            CliError::Control(awa_control::ControlError::Invalid(_))
+            | CliError::Ready(awa_ready::ReadyError::Invalid(_))
+            | CliError::Exec(awa_exec::ExecError::Invalid(_))
+            | CliError::History(awa_history::HistoryError::Invalid(_))
+            | CliError::Dlq(awa_dlq::DlqError::Invalid(_))
+            | CliError::Maint(awa_maint::MaintError::Invalid(_)) => exit::USAGE,
+            // A version range no step covers is a bad command line.
+            CliError::Maint(awa_maint::MaintError::StepRange { .. }) => exit::USAGE,
             _ => exit::FAILURE,
         }
     }

@@ -64,7 +64,7 @@ pub fn job_args(
         source
             .take(MAX_ARGS_READ + 1)
             .read_to_string(&mut text)
-            .map_err(|err| CliError::Usage(format!("could not read {what}: {err}")))?;
+            .map_err(|err| CliError::Refused(format!("could not read {what}: {err}")))?;
         if text.len() as u64 > MAX_ARGS_READ {
             return Err(CliError::Usage(format!(
                 "{what} holds more than {MAX_ARGS_READ} bytes, more than any job may carry; \
@@ -82,7 +82,7 @@ pub fn job_args(
         (None, Some(path)) => {
             let what = format!("--args-file {}", path.display());
             let mut f = std::fs::File::open(path)
-                .map_err(|err| CliError::Usage(format!("could not open {what}: {err}")))?;
+                .map_err(|err| CliError::Refused(format!("could not open {what}: {err}")))?;
             let text = read(&what, &mut f)?;
             json("--args-file", &text)
         }

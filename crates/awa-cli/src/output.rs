@@ -48,8 +48,14 @@ pub fn print_error(json: bool, err: &CliError) {
                 out[key] = value.into();
             }
         }
-        if let CliError::UniqueKeyHeld { key, held_by } = err {
+        if let CliError::UniqueKeyHeld { key, held_by }
+        | CliError::RetryKeyHeld { key, held_by, .. } = err
+        {
             out["unique_key"] = key.as_str().into();
+            out["held_by"] = (*held_by).into();
+        }
+        if let CliError::UniqueHeld { what, held_by } = err {
+            out["unique"] = what.as_str().into();
             out["held_by"] = (*held_by).into();
         }
         out["exit_code"] = err.exit_code().into();

@@ -1,6 +1,7 @@
 //! Every bounded flag at min-1, min, max and max+1 (table-driven): values
 //! in range are accepted, values outside are refused with a message naming
-//! the flag, and a refusal writes nothing. The SQL side refuses the stored
+//! the flag and exit code 2 (a bad command line, as clap's own refusals),
+//! and a refusal writes nothing. The SQL side refuses the stored
 //! settings too, for callers that bypass the CLI.
 
 mod common;
@@ -54,7 +55,7 @@ async fn check(url: &str, cases: Vec<Case>) {
         match case.refused {
             None => assert!(run.ok(), "{args:?} should be accepted: {run:#?}"),
             Some(needle) => {
-                run.refused(needle);
+                run.usage(needle);
                 assert_eq!(
                     written(url).await,
                     before,
@@ -332,7 +333,7 @@ async fn worker_run_with_an_invalid_cadence_registers_nothing() {
         let mut args = vec!["worker", "run", "--queue", "q", "--handler", "noop"];
         args.extend_from_slice(&bad);
         let run = awa(url, &args);
-        run.refused(bad[0]);
+        run.usage(bad[0]);
         assert_eq!(written(url).await, before, "{bad:?} wrote something");
         let mut conn = sqlx::PgConnection::connect(url).await.unwrap();
         let runtimes: i64 = sqlx::query_scalar("SELECT count(*) FROM awa.runtimes")

@@ -183,6 +183,8 @@ async fn bad_input_is_refused_and_writes_nothing() {
     .refused("invalid queue name");
     with(&["--args", "{not json"]).refused("--args is not valid JSON");
     with(&["--metadata", "{not json"]).refused("--metadata is not valid JSON");
+    with(&["--args", r#"{"a": "x\u0000"}"#]).refused("NUL character");
+    with(&["--metadata", r#"{"a\u0000": 1}"#]).refused("NUL character");
     with(&["--priority", "0"]).refused("priority must be between 1 and 4");
     with(&["--priority", "9"]).refused("priority must be between 1 and 4");
     with(&["--run-at", "tomorrow"]).refused("2026-12-01T10:00:00Z");
@@ -613,4 +615,59 @@ async fn large_args_from_a_file_or_stdin_and_oversized_args_are_refused() {
         .unwrap();
     assert_eq!(jobs, 2, "only the two accepted jobs exist");
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// `job enqueue --priority` then `worker run --concurrency 1`: priority 1
+/// runs first, 4 last, enqueue order within a priority (ADR 12). The old
+/// code ran 4,4,4,2,2,2,1,1,1.
+#[tokio::test]
+async fn cli_jobs_run_priority_one_first() {
+    let db = migrated_db().await;
+    let url = db.url();
+    let mixed = ["4", "2", "1", "4", "2", "1", "4", "2", "1"];
+    for (n, p) in mixed.iter().enumerate() {
+        let kind = format!("n{n}");
+        let run = awa(
+            url,
+            &[
+                "job",
+                "enqueue",
+                "--queue",
+                "cliprio",
+                "--kind",
+                &kind,
+                "--priority",
+                p,
+            ],
+        );
+        assert!(run.ok(), "{run:?}");
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("ran.log");
+    let handler = format!("chaos:{}", log.display());
+    let run = awa(
+        url,
+        &[
+            "worker",
+            "run",
+            "--queue",
+            "cliprio",
+            "--handler",
+            &handler,
+            "--concurrency",
+            "1",
+            "--exit-when-idle",
+            "--no-maintenance",
+        ],
+    );
+    assert!(run.ok(), "{run:?}");
+    let ran: Vec<String> = std::fs::read_to_string(&log)
+        .unwrap()
+        .lines()
+        .map(|l| l.split_whitespace().nth(3).unwrap().to_string())
+        .collect();
+    let mut expected: Vec<(&str, usize)> = mixed.iter().copied().zip(0..).collect();
+    expected.sort();
+    let expected: Vec<String> = expected.iter().map(|(_, n)| format!("n{n}")).collect();
+    assert_eq!(ran, expected);
 }

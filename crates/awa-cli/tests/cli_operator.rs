@@ -7,8 +7,9 @@
 mod common;
 
 use chrono::{DateTime, Utc};
-use common::{Run, awa, enqueue, migrated_db, spawn_awa};
+use common::{Run, awa, awa_bare, enqueue, migrated_db, spawn_awa};
 use serde_json::Value;
+use sqlx::Connection;
 use std::time::Duration;
 
 fn no_terminal_codes(run: &Run) {
@@ -367,4 +368,124 @@ async fn taken_unique_key_has_its_own_exit_code() {
     // Other failures keep exit code 1, command-line errors clap's 2.
     assert_eq!(awa(url, &["job", "dump", "999999"]).code, Some(1));
     assert_eq!(awa(url, &["job", "enqueue", "--bogus"]).code, Some(2));
+}
+
+/// Jobs, schedules and queue settings, as counts.
+async fn written(conn: &mut sqlx::PgConnection) -> (i64, i64, i64) {
+    sqlx::query_as(
+        "SELECT (SELECT count(*) FROM awa.jobs), (SELECT count(*) FROM awa.cron_jobs), \
+                (SELECT count(*) FROM awa.queue_meta)",
+    )
+    .fetch_one(conn)
+    .await
+    .unwrap()
+}
+
+/// Every value the CLI checks after clap parsed the command line is a bad
+/// command line too: exit code 2 like clap's own refusals, a message that
+/// names what was wrong, and nothing written. What fails for other reasons
+/// (a name already taken, a file that cannot be read, an unknown job) keeps
+/// exit code 1.
+#[tokio::test]
+async fn values_refused_after_parsing_exit_2_and_write_nothing() {
+    let db = migrated_db().await;
+    let url = db.url();
+    let mut conn = sqlx::PgConnection::connect(url).await.unwrap();
+    let enqueue = |extra: &[&'static str]| {
+        let mut args = vec!["job", "enqueue", "--queue", "q", "--kind", "k"];
+        args.extend_from_slice(extra);
+        args
+    };
+    let cron = |expr: &'static str, zone: &'static str| {
+        vec![
+            "cron",
+            "add",
+            "n",
+            "--cron",
+            expr,
+            "--timezone",
+            zone,
+            "--queue",
+            "q",
+            "--kind",
+            "k",
+        ]
+    };
+    let cases: Vec<(Vec<&str>, &str)> = vec![
+        (enqueue(&["--args", "{bad"]), "--args is not valid JSON"),
+        (
+            enqueue(&["--metadata", "["]),
+            "--metadata is not valid JSON",
+        ),
+        (enqueue(&["--run-at", "tomorrowish"]), "--run-at"),
+        (enqueue(&["--priority", "9"]), "priority"),
+        (
+            vec!["job", "enqueue", "--queue", "", "--kind", "k"],
+            "queue",
+        ),
+        (vec!["job", "enqueue", "--queue", "q", "--kind", ""], "kind"),
+        (vec!["job", "list", "--state", "bogus"], "bogus"),
+        (vec!["job", "list", "--limit", "0"], "limit"),
+        (vec!["job", "dump", "0"], "job id"),
+        (vec!["job", "cancel", "-5"], "job id"),
+        (
+            vec!["queue", "configure", "q", "--priority-aging", "banana"],
+            "--priority-aging",
+        ),
+        (
+            vec!["worker", "run", "--queue", "q", "--handler", "bogus"],
+            "--handler",
+        ),
+        (
+            vec!["worker", "run", "--queue", "q", "--exit-when-drained=soon"],
+            "--exit-when-drained",
+        ),
+        (
+            vec!["maint", "run", "--rotate-interval", "forever"],
+            "--rotate-interval",
+        ),
+        (
+            vec!["serve", "--pinned-alert-after", "x"],
+            "--pinned-alert-after",
+        ),
+        (cron("61 * * * *", "UTC"), "61 * * * *"),
+        (cron("* * * * *", "Mars/Base"), "Mars/Base"),
+        (
+            cron("* * * * *", "UTC")
+                .into_iter()
+                .chain(["--priority", "0"])
+                .collect(),
+            "priority",
+        ),
+        (vec!["cron", "pause", "not a name!"], "not a name!"),
+        (vec!["storage", "configure"], "nothing to change"),
+        (
+            vec!["storage", "configure", "--history-retention", "soon"],
+            "--history-retention",
+        ),
+        (
+            vec!["--schema", "Bad-Schema!", "queue", "stats"],
+            "Bad-Schema!",
+        ),
+        (vec!["dlq", "list", "--queue", ""], "queue"),
+    ];
+    let before = written(&mut conn).await;
+    for (args, needle) in &cases {
+        awa(url, args).usage(needle);
+    }
+    // The URL itself and its absence.
+    awa("mysql://u@h/db", &["queue", "stats"]).usage("not a postgres");
+    awa_bare(&["queue", "stats"]).usage("no database given");
+    assert_eq!(written(&mut conn).await, before, "nothing was written");
+
+    // Failures that are not the command line's keep exit code 1.
+    let add = cron("0 3 * * *", "UTC");
+    assert!(awa(url, &add).ok());
+    let again = awa(url, &add);
+    again.refused("already exists");
+    assert_eq!(again.code, Some(1), "{again:#?}");
+    let missing = awa(url, &enqueue(&["--args-file", "/no/such/args.json"]));
+    missing.refused("/no/such/args.json");
+    assert_eq!(missing.code, Some(1), "{missing:#?}");
+    assert_eq!(awa(url, &["cron", "pause", "nope"]).code, Some(1));
 }

@@ -63,16 +63,30 @@ fn start(url: &str, args: &[&str], token: Option<&str>, marker: &str) -> Server 
 }
 
 impl Server {
-    /// One HTTP/1.0 request: status and body.
+    /// One HTTP/1.0 request naming the server by its address: status and
+    /// body.
     fn request(&self, method: &str, path: &str, token: Option<&str>, body: &str) -> (u16, String) {
-        let mut stream = TcpStream::connect(&self.addr).unwrap();
+        self.request_as(&self.addr.clone(), method, path, token, body)
+    }
+
+    /// One HTTP/1.0 request with `Host: host`.
+    fn request_as(
+        &self,
+        host: &str,
+        method: &str,
+        path: &str,
+        token: Option<&str>,
+        body: &str,
+    ) -> (u16, String) {
+        let connect_to = self.addr.replace("0.0.0.0", "127.0.0.1");
+        let mut stream = TcpStream::connect(&connect_to).unwrap();
         stream
             .set_read_timeout(Some(Duration::from_secs(30)))
             .unwrap();
         let auth = token.map_or(String::new(), |t| format!("Authorization: Bearer {t}\r\n"));
         write!(
             stream,
-            "{method} {path} HTTP/1.0\r\nHost: x\r\n{auth}Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+            "{method} {path} HTTP/1.0\r\nHost: {host}\r\n{auth}Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
             body.len()
         )
         .unwrap();
@@ -109,6 +123,14 @@ impl Server {
             "{status:?}: {out}"
         );
         out
+    }
+}
+
+impl Drop for Server {
+    /// A test that fails before `stop()` leaves no process behind.
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
     }
 }
 
@@ -192,6 +214,103 @@ async fn serve_is_read_only_without_a_token_and_logs_actions_with_one() {
     );
 }
 
+/// `awa ARGS` run to completion: exit code and stderr.
+fn refused_run(url: &str, args: &[&str], token: Option<&str>) -> (Option<i32>, String) {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_awa"));
+    cmd.arg("--database-url").arg(url).args(args);
+    cmd.env_remove("AWA_ADMIN_TOKEN");
+    if let Some(t) = token {
+        cmd.env("AWA_ADMIN_TOKEN", t);
+    }
+    let out = cmd.output().unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[tokio::test]
+async fn serve_answers_only_its_own_hosts_and_beyond_loopback_only_with_reads_guarded() {
+    let db = common::migrated_db().await;
+    let url = db.url().to_string();
+    common::enqueue(&url, "mail", "send", 2);
+
+    // DNS rebinding: a page under the attacker's name reaching the
+    // loopback server. Refused; the server's own names are answered.
+    let local = start(
+        &url,
+        &[
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--allowed-host",
+            "jobs.example.com",
+        ],
+        None,
+        "awa serve:",
+    );
+    let port = local.addr.rsplit_once(':').unwrap().1.to_string();
+    for h in ["evil.example".to_string(), format!("evil.example:{port}")] {
+        let (status, body) = local.request_as(&h, "GET", "/api/jobs", None, "");
+        assert_eq!(status, 421, "{h}: {body}");
+        assert!(
+            body.contains("host_not_allowed") && !body.contains("\"args\""),
+            "{body}"
+        );
+    }
+    for h in [
+        local.addr.clone(),
+        "127.0.0.1".into(),
+        format!("localhost:{port}"),
+        format!("[::1]:{port}"),
+        "jobs.example.com".into(),
+    ] {
+        let (status, body) = local.request_as(&h, "GET", "/api/jobs", None, "");
+        assert_eq!(status, 200, "{h}: {body}");
+    }
+    local.stop();
+
+    // Beyond loopback: refused unless reads need the token, before
+    // connecting.
+    for token in [None, Some(TOKEN)] {
+        let (code, stderr) = refused_run(&url, &["serve", "--listen", "0.0.0.0:0"], token);
+        assert_eq!(code, Some(1), "{stderr}");
+        assert!(stderr.contains("--require-token-for-reads"), "{stderr}");
+    }
+    let (code, stderr) = refused_run(
+        &url,
+        &[
+            "serve",
+            "--allowed-host",
+            "http://x/",
+            "--listen",
+            "127.0.0.1:0",
+        ],
+        None,
+    );
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(stderr.contains("is not a host"), "{stderr}");
+
+    let wide = start(
+        &url,
+        &[
+            "serve",
+            "--listen",
+            "0.0.0.0:0",
+            "--require-token-for-reads",
+        ],
+        Some(TOKEN),
+        "awa serve:",
+    );
+    let (status, body) = wide.request_as("evil.example", "GET", "/api/jobs", Some(TOKEN), "");
+    assert_eq!(status, 421, "{body}");
+    let (status, _) = wide.request_as("127.0.0.1", "GET", "/api/jobs", None, "");
+    assert_eq!(status, 401, "reads need the token");
+    let (status, body) = wide.request_as("192.0.2.7:8088", "GET", "/api/jobs", Some(TOKEN), "");
+    assert_eq!(status, 200, "any address names a server on 0.0.0.0: {body}");
+    wide.stop();
+}
+
 #[tokio::test]
 async fn a_worker_serves_its_metrics_when_asked() {
     let db = common::migrated_db().await;
@@ -231,6 +350,9 @@ async fn a_worker_serves_its_metrics_when_asked() {
         );
         std::thread::sleep(Duration::from_millis(100));
     }
+    // The origin rule of `awa serve` holds here too.
+    let (status, body) = worker.request_as("evil.example", "GET", "/metrics", None, "");
+    assert_eq!(status, 421, "{body}");
     worker.stop();
 }
 

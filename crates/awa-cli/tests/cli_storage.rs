@@ -97,7 +97,11 @@ async fn newer_schema_is_refused_everywhere() {
     .expect("pretend a newer binary migrated");
     conn.close().await.ok();
 
-    let newer = "newer than the 1 this binary knows";
+    let newer = format!(
+        "newer than the {} this binary knows",
+        awa_maint::LATEST_VERSION
+    );
+    let newer = newer.as_str();
     awa(url, &["storage", "status"]).refused(newer);
     awa(url, &["migrate"]).refused(newer);
     awa(url, &prepare("custom_c", &[])).refused(newer);
@@ -130,6 +134,65 @@ async fn newer_schema_is_refused_everywhere() {
     .expect("count");
     assert_eq!((versions, queues, jobs), (2, 0, 0), "nothing was written");
     conn.close().await.ok();
+}
+
+#[tokio::test]
+async fn an_older_schema_is_refused_by_job_commands_and_shown_by_status() {
+    let db = migrated_db().await;
+    let url = db.url();
+    let mut conn = sqlx::PgConnection::connect(url).await.expect("connect");
+    // As if migrated by an older release: its newest version is below ours.
+    sqlx::query("update awa.schema_version set version = version - 1")
+        .execute(&mut conn)
+        .await
+        .expect("pretend an older binary migrated");
+    conn.close().await.ok();
+    let older = format!(
+        "older than the {} this binary needs; run `awa migrate`",
+        awa_maint::LATEST_VERSION
+    );
+    awa(url, &["job", "list"]).refused(&older);
+    awa(url, &["job", "enqueue", "--queue", "q", "--kind", "k"]).refused(&older);
+    awa(url, &["queue", "stats"]).refused(&older);
+    let s = status(url);
+    assert_eq!(s["schema_version"], awa_maint::LATEST_VERSION - 1);
+}
+
+#[tokio::test]
+async fn migrate_prints_the_fresh_install_or_the_steps_asked_for() {
+    let latest = awa_maint::LATEST_VERSION.to_string();
+    let fresh = awa_bare(&["migrate", "--sql"]);
+    assert!(fresh.ok(), "{fresh:#?}");
+    assert_eq!(fresh.stdout.matches("BEGIN;").count(), 1, "one transaction");
+    assert!(fresh.stdout.contains("'fresh install'"));
+    let steps = awa_bare(&["migrate", "--sql", "--from", "0", "--to", &latest]);
+    assert!(steps.ok(), "{steps:#?}");
+    assert_eq!(
+        steps
+            .stdout
+            .matches("INSERT INTO awa.schema_version")
+            .count(),
+        awa_maint::LATEST_VERSION as usize,
+        "one record per step"
+    );
+    for bad in [["--from", &latest], ["--to", "0"]] {
+        let mut args = vec!["migrate", "--sql"];
+        args.extend(bad);
+        let run = awa_bare(&args);
+        assert_eq!(
+            run.code,
+            Some(2),
+            "{args:?} is a bad command line: {run:#?}"
+        );
+        assert!(run.stderr.contains("forward only"), "{run:#?}");
+    }
+
+    // Applying up to a version goes through the steps, also from empty.
+    let db = awa_harness::TestDb::empty()
+        .await
+        .expect("an empty database");
+    let run = awa(db.url(), &["migrate", "--to", "1", "--json"]);
+    assert_eq!(run.json()["applied"], serde_json::json!([1]));
 }
 
 #[tokio::test]
@@ -467,4 +530,29 @@ async fn the_binary_works_as_the_runtime_role() {
     .execute(&mut conn)
     .await
     .expect("cleanup");
+}
+
+/// `awa --version` names this build and the schema version it expects,
+/// and that is the version `awa migrate` leaves a fresh database at.
+#[tokio::test]
+async fn version_names_the_build_and_the_schema_it_migrates_to() {
+    let long = awa_bare(&["--version"]);
+    assert!(long.ok(), "{long:#?}");
+    let short = awa_bare(&["-V"]);
+    assert_eq!(short.stdout, long.stdout, "-V and --version agree");
+    let line = long.stdout.trim();
+    let expected_prefix = format!("awa {} (schema version ", env!("CARGO_PKG_VERSION"));
+    let schema: i64 = line
+        .strip_prefix(&expected_prefix)
+        .and_then(|rest| rest.strip_suffix(')'))
+        .unwrap_or_else(|| panic!("`awa --version` printed {line:?}"))
+        .parse()
+        .unwrap_or_else(|e| panic!("schema version in {line:?}: {e}"));
+
+    let db = awa_harness::TestDb::empty()
+        .await
+        .expect("an empty database");
+    let migrated = awa(db.url(), &["migrate", "--json"]).json();
+    assert_eq!(migrated["to"], schema, "{migrated}");
+    assert_eq!(status(db.url())["schema_version"], schema);
 }

@@ -1,4 +1,5 @@
-//! TLS through rustls, and password authentication, against a private
+//! TLS (OpenSSL, through sqlx's native-tls backend, as libpq uses it), and
+//! password authentication, against a private
 //! PostgreSQL cluster: the library's connections (a sqlx pool, as an
 //! application makes one, and `awa_maint::migrate`) and the `awa` binary.
 //!
@@ -101,12 +102,11 @@ async fn pool_uses_tls(url: &str) -> Result<bool, sqlx::Error> {
     Ok(tls)
 }
 
-/// rustls refusing the server's certificate (sqlx passes it on as an I/O
-/// error of the handshake), not the server refusing us.
+/// OpenSSL refusing the server's certificate (sqlx passes it on as its TLS
+/// error), not the server refusing us.
 fn assert_certificate_refused(err: &sqlx::Error) {
     assert!(
-        !matches!(err, sqlx::Error::Database(_))
-            && err.to_string().contains("invalid peer certificate"),
+        matches!(err, sqlx::Error::Tls(_)) && err.to_string().contains("certificate verify failed"),
         "expected the certificate to be refused, got {err:?}"
     );
 }
@@ -249,7 +249,7 @@ async fn tls_and_passwords_on_a_private_cluster() {
         .await
         .expect_err("verify-full to a name not in the certificate");
     assert_certificate_refused(&err);
-    assert!(err.to_string().contains("not valid for name"), "{err}");
+    assert!(err.to_string().contains("IP address mismatch"), "{err}");
     let verify_ca_wrong_ca = format!("{localhost}?sslmode=verify-ca&sslrootcert={other_ca_path}");
     let err = pool_uses_tls(&verify_ca_wrong_ca)
         .await
@@ -267,7 +267,7 @@ async fn tls_and_passwords_on_a_private_cluster() {
     .await
     .expect_err("require with a root certificate verifies the chain");
     assert!(
-        err.to_string().contains("invalid peer certificate"),
+        err.to_string().contains("certificate verify failed"),
         "{err}"
     );
     awa_maint::migrate(&format!("{url}?sslmode=require&sslrootcert={ca_path}"))
@@ -291,7 +291,7 @@ async fn tls_and_passwords_on_a_private_cluster() {
     }
     let run = awa(&verify_full_wrong_name, &["queue", "stats"]);
     assert!(
-        run.stderr.contains("not valid for name"),
+        run.stderr.contains("IP address mismatch"),
         "should say the certificate does not name the host: {run:#?}"
     );
     let run = awa(&verify_full_wrong_name, &["--json", "queue", "stats"]);
@@ -354,4 +354,190 @@ async fn tls_and_passwords_on_a_private_cluster() {
             "{err:?}"
         );
     }
+}
+
+/// A self-signed server certificate made the way PostgreSQL's
+/// documentation shows (`openssl req -new -x509 -nodes -subj "/CN=NAME"`):
+/// the name only in the subject's CN, no subjectAltName, and, as every
+/// self-signed certificate `openssl req -x509` makes, `CA:TRUE`.
+fn self_signed_ca_cert(name: &str) -> (String, String) {
+    let mut params = CertificateParams::new(Vec::new()).expect("params");
+    params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    params.distinguished_name.push(DnType::CommonName, name);
+    let key = KeyPair::generate().expect("a key");
+    let cert = params.self_signed(&key).expect("self-signed");
+    (cert.pem(), key.serialize_pem())
+}
+
+/// The session's own view of its transport, asked by both clients.
+const SSL_IN_USE: &str = "select ssl from pg_stat_ssl where pid = pg_backend_pid()";
+
+/// What libpq (`psql`, from the server's own binaries) does with `url`, the
+/// reference: `Ok(uses TLS)` or its error. No `~/.postgresql/root.crt` and
+/// no `PGSSLROOTCERT`, so only what the URL says counts.
+fn libpq_connects(bindir: &Path, home: &Path, url: &str) -> Result<bool, String> {
+    let out = std::process::Command::new(bindir.join("psql"))
+        .args(["-XAtq", "-c", SSL_IN_USE, url])
+        .env("HOME", home)
+        .env_remove("PGSSLROOTCERT")
+        .env_remove("PGSSLMODE")
+        .output()
+        .expect("run psql");
+    if !out.status.success() {
+        return Err(String::from_utf8_lossy(&out.stderr).into_owned());
+    }
+    match String::from_utf8_lossy(&out.stdout).trim() {
+        "t" => Ok(true),
+        "f" => Ok(false),
+        other => panic!("psql answered {other:?} to {SSL_IN_USE}"),
+    }
+}
+
+/// What Awa does with `url`: `Ok(uses TLS)` or its error. Every Awa entry
+/// point reads a URL through `awa_core::conninfo`.
+async fn awa_connects(url: &str) -> Result<bool, sqlx::Error> {
+    let options = awa_core::conninfo::connect_options(url)
+        .map_err(|e| sqlx::Error::Configuration(e.into()))?;
+    let mut conn = PgConnection::connect_with(options.first()).await?;
+    let tls = uses_tls(&mut conn).await;
+    conn.close().await?;
+    Ok(tls)
+}
+
+/// Both certificate shapes, every sslmode, with and without the root
+/// certificate, the right and a wrong host name, with libpq as the
+/// reference: Awa connects exactly where libpq connects, with TLS exactly
+/// where libpq uses it, for a CA-signed leaf and for the documentation's
+/// self-signed `CA:TRUE` certificate alike (ADR 13: OpenSSL, as libpq).
+#[tokio::test]
+async fn certificate_shapes_and_sslmodes_against_libpq() {
+    let server = PgServer::start(ClusterOptions::for_tests())
+        .await
+        .expect("a private PostgreSQL cluster");
+    if server.kind() != ServerKind::LocalCluster {
+        eprintln!("skipping: certificate files can only be written for a local cluster");
+        return;
+    }
+    let bindir = std::process::Command::new("pg_config")
+        .arg("--bindir")
+        .output()
+        .ok()
+        .map(|o| PathBuf::from(String::from_utf8_lossy(&o.stdout).trim()))
+        .filter(|dir| dir.join("psql").exists());
+    let Some(bindir) = bindir else {
+        eprintln!("skipping: no psql next to pg_config to compare with");
+        return;
+    };
+    let home = tempfile::tempdir().expect("an empty HOME for psql");
+    let mut admin = PgConnection::connect(server.url()).await.expect("connect");
+    let data_dir: String = sqlx::query_scalar("select current_setting('data_directory')")
+        .fetch_one(&mut admin)
+        .await
+        .expect("data_directory");
+    let data_dir = PathBuf::from(data_dir);
+    let db = TestDb::empty_on(&server).await.expect("a test database");
+    let base = db.url().to_owned();
+    assert!(
+        base.contains("@127.0.0.1:") && !base.contains('?'),
+        "{base}"
+    );
+
+    let ca = Ca::new("Awa shapes CA");
+    let (leaf, leaf_key) = ca.server_cert(&["localhost"]);
+    let (own, own_key) = self_signed_ca_cert("localhost");
+    let shapes = [
+        ("CA-signed leaf", leaf, leaf_key, ca.pem.clone()),
+        ("self-signed CA:TRUE", own.clone(), own_key, own),
+    ];
+    for (shape, cert, key, root) in shapes {
+        let tag = shape.replace([' ', ':'], "-");
+        let cert_file = write_owned(&data_dir, &format!("{tag}.crt"), &cert, 0o644);
+        let key_file = write_owned(&data_dir, &format!("{tag}.key"), &key, 0o600);
+        let root_file = write_owned(&data_dir, &format!("{tag}-root.pem"), &root, 0o644);
+        let cert_path = cert_file.to_str().unwrap().to_owned();
+        for sql in [
+            format!("alter system set ssl_cert_file = {}", literal(&cert_path)),
+            format!(
+                "alter system set ssl_key_file = {}",
+                literal(key_file.to_str().unwrap())
+            ),
+            "alter system set ssl = on".to_owned(),
+            "select pg_reload_conf()".to_owned(),
+        ] {
+            exec(&mut admin, &sql).await;
+        }
+        // New sessions see the reloaded settings once the postmaster has
+        // taken them up, and with them its new TLS context.
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let mut probe = PgConnection::connect(server.url()).await.expect("probe");
+            let now: String = sqlx::query_scalar("select current_setting('ssl_cert_file')")
+                .fetch_one(&mut probe)
+                .await
+                .unwrap();
+            probe.close().await.ok();
+            if now == cert_path {
+                break;
+            }
+            assert!(Instant::now() < deadline, "the reload was not taken up");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+
+        let root = root_file.to_str().unwrap();
+        let mut compared = 0;
+        for host in ["localhost", "127.0.0.1"] {
+            let at = base.replacen("@127.0.0.1:", &format!("@{host}:"), 1);
+            for mode in [
+                "disable",
+                "allow",
+                "prefer",
+                "require",
+                "verify-ca",
+                "verify-full",
+            ] {
+                for with_root in [false, true] {
+                    let mut url = format!("{at}?sslmode={mode}");
+                    if with_root {
+                        url.push_str(&format!("&sslrootcert={root}"));
+                    }
+                    let how = format!("{shape}, {host}, sslmode={mode}, root: {with_root}");
+                    let libpq = libpq_connects(&bindir, home.path(), &url);
+                    let awa = awa_connects(&url).await;
+                    compared += 1;
+                    match (&libpq, &awa) {
+                        (Ok(libpq_tls), Ok(awa_tls)) => assert_eq!(
+                            libpq_tls, awa_tls,
+                            "{how}: both connected, TLS in use: libpq {libpq_tls}, Awa {awa_tls}"
+                        ),
+                        (Err(_), Err(_)) => {}
+                        (Err(libpq_says), Ok(_)) => {
+                            panic!("{how}: Awa connected where libpq refused: {libpq_says}")
+                        }
+                        (Ok(_), Err(err)) => {
+                            panic!("{how}: Awa refused where libpq connected: {err:?}")
+                        }
+                    }
+                }
+            }
+        }
+        assert_eq!(compared, 24);
+        // The CLI, through its own connection path: verify-full to the
+        // name the certificate carries, and a clear refusal for another.
+        let at = base.replacen("@127.0.0.1:", "@localhost:", 1);
+        let run = awa(
+            &format!("{at}?sslmode=verify-full&sslrootcert={root}"),
+            &["migrate"],
+        );
+        assert!(run.ok(), "{shape}: {run:#?}");
+        let run = awa(
+            &format!("{base}?sslmode=verify-full&sslrootcert={root}"),
+            &["queue", "stats"],
+        );
+        tls_refusal(&run, shape);
+        assert!(
+            run.stderr.contains("IP address mismatch"),
+            "{shape}: {run:#?}"
+        );
+    }
+    admin.close().await.ok();
 }

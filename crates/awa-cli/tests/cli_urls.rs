@@ -40,6 +40,58 @@ fn unreachable_server_never_shows_the_password() {
 }
 
 #[test]
+fn a_host_list_is_tried_in_order_and_named_without_the_password() {
+    // Every listed host refuses: each is named with its reason.
+    let url = "postgres://u:s3cretpw@127.0.0.1:1,127.0.0.1:2/db?target_session_attrs=read-write";
+    for args in [
+        &["queue", "stats"][..],
+        &["migrate"][..],
+        &["worker", "run", "--queue", "q", "--handler", "noop"][..],
+    ] {
+        for (how, run) in runs(url, args) {
+            run.refused(
+                "could not connect to PostgreSQL at \
+                 postgres://u:***@127.0.0.1:1,127.0.0.1:2/db?target_session_attrs=read-write: \
+                 no listed host gave a read-write session (target_session_attrs): 127.0.0.1:1: ",
+            );
+            assert!(run.stderr.contains("; 127.0.0.1:2: "), "{how}: {run:#?}");
+            assert_secret_hidden(&format!("{args:?} {how}"), &run);
+        }
+    }
+    // A value libpq does not know is refused before connecting.
+    for (how, run) in runs(
+        "postgres://u:s3cretpw@h1,h2/db?target_session_attrs=master",
+        &["queue", "stats"],
+    ) {
+        run.refused("target_session_attrs=\"master\" is not one of any, read-write");
+        assert_secret_hidden(&how, &run);
+    }
+}
+
+#[tokio::test]
+async fn a_dead_first_host_is_skipped() {
+    let db = common::migrated_db().await;
+    // The test database's URL with a host that refuses connections listed
+    // before its own.
+    let url = db.url();
+    let authority = url.find("://").expect("a URL") + 3;
+    let hosts = url[authority..]
+        .find('/')
+        .map_or(url.len(), |end| authority + end);
+    let at = url[authority..hosts]
+        .rfind('@')
+        .map_or(authority, |i| authority + i + 1);
+    let sep = if url.contains('?') { '&' } else { '?' };
+    let listed = format!(
+        "{}127.0.0.1:1,{}{sep}target_session_attrs=read-write",
+        &url[..at],
+        &url[at..]
+    );
+    let run = awa(&listed, &["--json", "queue", "stats"]);
+    assert!(run.ok(), "{listed}: {run:#?}");
+}
+
+#[test]
 fn json_error_is_json_without_the_password() {
     let run = awa(
         "postgres://u:s3cretpw@127.0.0.1:1/db",

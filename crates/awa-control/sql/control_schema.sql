@@ -86,7 +86,7 @@ CREATE TABLE IF NOT EXISTS awa.cron_jobs (
     queue            text        NOT NULL,
     kind             text        NOT NULL CHECK (length(kind) BETWEEN 1 AND 255),
     args             jsonb       NOT NULL DEFAULT '{}',
-    priority         smallint    NOT NULL DEFAULT 2 CHECK (priority BETWEEN 1 AND 4),
+    priority         smallint    NOT NULL DEFAULT 3 CHECK (priority BETWEEN 1 AND 4),  -- 1 runs first
     max_attempts     integer     CHECK (max_attempts BETWEEN 1 AND 1000),
     metadata         jsonb,
     -- After downtime: 'skip' fires only the latest missed tick,
@@ -100,7 +100,13 @@ CREATE TABLE IF NOT EXISTS awa.cron_jobs (
     last_job_id      bigint,
     last_enqueued_at timestamptz,
     created_at       timestamptz NOT NULL DEFAULT now(),
-    updated_at       timestamptz NOT NULL DEFAULT now()
+    updated_at       timestamptz NOT NULL DEFAULT now(),
+    -- Why the leader could not fire this schedule, while it cannot (a bad
+    -- expression, zone or queue written by SQL, args over max_job_bytes):
+    -- the leader records it, skips the schedule and fires the others
+    -- (cron_record_error.sql); the next fire or a change clears it.
+    error            text,
+    error_since      timestamptz
 );
 
 -- Job identity is database-wide: every substrate draws job ids from this
@@ -111,15 +117,39 @@ CREATE TABLE IF NOT EXISTS awa.cron_jobs (
 -- isolation level (the primary key decides, as within one substrate).
 CREATE SEQUENCE IF NOT EXISTS awa.job_id_seq AS bigint;
 
--- At most one non-terminal job per unique key. Rows are removed when the
--- job becomes terminal, so only jobs that opt into uniqueness pay.
+-- At most one job per unique key among the unfinished ones and those a
+-- key spec keeps holding after they finished. Taken only by
+-- {schema}.unique_take (awa-ready). A row is removed when its job becomes
+-- terminal, unless the job was enqueued with a key spec (ADR 10) whose
+-- period has not ended and whose kept states include the job's final
+-- state (completed, failed - dead-lettered counts as failed - or
+-- cancelled): then finish/cancel mark it finished (finished_at) and it
+-- holds the key until hold_until, the end of the period; the leader's
+-- unique_prune task deletes it after that, and unique_take takes a
+-- finished row over once hold_until has passed. So only jobs that opt
+-- into uniqueness pay, and only those that keep holding pay the update.
+--   hold_until   end of the period, when the row may hold after its job
+--                finished; NULL: released when the job finishes
+--   hold_states  the final states that keep holding until hold_until
+--   finished_at  when the job finished; NULL while it is unfinished
 CREATE TABLE IF NOT EXISTS awa.job_uniques (
-    unique_key text        PRIMARY KEY,
-    job_id     bigint      NOT NULL,
-    created_at timestamptz NOT NULL DEFAULT now()
+    unique_key  text        PRIMARY KEY,
+    job_id      bigint      NOT NULL,
+    created_at  timestamptz NOT NULL DEFAULT now(),
+    hold_until  timestamptz,
+    hold_states text[],
+    finished_at timestamptz,
+    CONSTRAINT job_uniques_hold_check CHECK (
+        (hold_until IS NULL) = (hold_states IS NULL)
+        AND hold_states <@ ARRAY['completed', 'failed', 'cancelled']::text[]
+        AND cardinality(hold_states) > 0
+        AND (finished_at IS NULL OR hold_until IS NOT NULL))
 );
 -- cancel_job releases a key by its job id (finish goes by key).
 CREATE INDEX IF NOT EXISTS job_uniques_job_idx ON awa.job_uniques (job_id);
+-- unique_prune: finished rows whose period has ended, oldest first.
+CREATE INDEX IF NOT EXISTS job_uniques_expiry_idx ON awa.job_uniques (hold_until)
+    WHERE finished_at IS NOT NULL;
 
 -- Which substrate receives new work, and any staged move to another one:
 -- the one place routing is decided (awa_control::routing reads it; the
@@ -184,9 +214,35 @@ CREATE TABLE IF NOT EXISTS awa.queue_health (
     schema_name           text        NOT NULL,
     queue                 text        NOT NULL,
     available             bigint      NOT NULL,
-    running               bigint      NOT NULL,
+    running               bigint      NOT NULL,  -- claimed: running or buffered
     deferred              bigint      NOT NULL,
     oldest_available_secs double precision,
     measured_at           timestamptz NOT NULL DEFAULT now(),
     PRIMARY KEY (schema_name, queue)
+);
+
+-- Activity per queue and minute over the last two hours, for the
+-- dashboard's charts: written by the maintenance leader's health task
+-- (awa-history `publish_activity.sql`), a few rows per queue per pass, never
+-- by the job path. Terminal counts are re-read from the count deltas of the
+-- last minutes (they only grow, so a pass keeps the larger figure); pickup
+-- latency is sampled from claim batches (claimed_at minus when the batch's
+-- first job became runnable); wait is the longest any available job had
+-- waited at a pass in that minute. Rows older than two hours are deleted
+-- by the same task, so the table holds at most substrates x queues x 120
+-- rows.
+CREATE TABLE IF NOT EXISTS awa.queue_minutes (
+    schema_name     text             NOT NULL,
+    queue           text             NOT NULL,
+    minute          timestamptz      NOT NULL,
+    completed       bigint           NOT NULL DEFAULT 0,
+    failed          bigint           NOT NULL DEFAULT 0,
+    cancelled       bigint           NOT NULL DEFAULT 0,
+    dead_lettered   bigint           NOT NULL DEFAULT 0,
+    claims_sampled  integer          NOT NULL DEFAULT 0,
+    pickup_avg_secs double precision,
+    pickup_max_secs double precision,
+    wait_max_secs   double precision,
+    measured_at     timestamptz      NOT NULL DEFAULT now(),
+    PRIMARY KEY (schema_name, queue, minute)
 );

@@ -1,6 +1,8 @@
 -- cron::upsert: create or change a schedule by name. A change of
 -- expression or time zone moves fire_from to now, so ticks of the old
--- definition that were never due are not fired as "missed". Returns
+-- definition that were never due are not fired as "missed"; any change
+-- clears the error the leader recorded (it described the old
+-- definition; the next pass records it again if it still holds). Returns
 -- whether the row was created, and whether anything changed.
 INSERT INTO awa.cron_jobs AS c
        (name, cron_expr, timezone, queue, kind, args, priority, max_attempts, metadata,
@@ -20,6 +22,8 @@ ON CONFLICT (name) DO UPDATE
        fire_from      = CASE WHEN (c.cron_expr, c.timezone) IS DISTINCT FROM
                                   (EXCLUDED.cron_expr, EXCLUDED.timezone)
                              THEN now() ELSE c.fire_from END,
+       error          = NULL,
+       error_since    = NULL,
        updated_at     = now()
  WHERE (c.cron_expr, c.timezone, c.queue, c.kind, c.args, c.priority, c.max_attempts,
         c.metadata, c.missed_policy, c.catch_up_limit)

@@ -30,6 +30,12 @@
 --    committed meanwhile), and TRUNCATE every table of the slot together.
 --    A slot found live again is un-retired.
 --
+-- Bounds (awa_core::bounds, refused with SQLSTATE 22023 before anything is
+-- read): lock_timeout_ms within PRUNE_LOCK_TIMEOUT, 1 ms to 10 s (0 would
+-- be no timeout: the ACCESS EXCLUSIVE request would queue every writer of
+-- the ring behind it until the slot's last reader ends); rotate_interval
+-- within ROTATE_INTERVAL, 10 ms to 1 day (it sets the default history
+-- retention; set substrate_info.history_retention to keep none).
 -- For the queue ring, every call also moves ready_sealed (ready_seal).
 --
 -- Returns one row: outcome ('retired', 'pruned', 'nothing_to_prune',
@@ -60,6 +66,19 @@ DECLARE
     k integer;
 BEGIN
     v_slots := {schema}.ring_slot_count(p_ring);
+    IF p_lock_timeout_ms IS NULL OR p_lock_timeout_ms NOT BETWEEN 1 AND 10000 THEN
+        RAISE EXCEPTION 'ring_prune: lock timeout must be 1 to 10000 ms (got %)',
+                        coalesce(p_lock_timeout_ms::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'Writers of the ring queue behind the truncation''s lock request while it waits; the leader uses 200 ms.';
+    END IF;
+    IF p_rotate_interval IS NULL
+       OR p_rotate_interval NOT BETWEEN interval '10 milliseconds' AND interval '1 day' THEN
+        RAISE EXCEPTION 'ring_prune: rotate interval must be 10ms to 1day (got %)',
+                        coalesce(p_rotate_interval::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'Pass the leader''s rotate interval (awa maint run --rotate-interval); it sets the default history retention. To keep no history, set substrate_info.history_retention to 0 (awa storage configure --history-retention 0s).';
+    END IF;
     SELECT l.slot INTO v_cur FROM {schema}.ring_ledger l WHERE l.ring = p_ring
      ORDER BY l.generation DESC LIMIT 1;
 

@@ -1,7 +1,8 @@
 -- {schema}.storage_transfer_in(from, limit): move up to `limit` deferred
 -- jobs (scheduled, retryable, snoozed, released) and up to `limit`
 -- dead-lettered jobs from substrate `from` into this one, in one
--- transaction. Returns how many rows moved.
+-- transaction. Returns how many rows moved. `limit` is 1 to 10000
+-- (awa_core::bounds::MAINT_LIMIT; SQLSTATE 22023 otherwise).
 --
 -- Used while `from` only drains (the old substrate in the mixed phase, a
 -- substrate in awa.storage_draining): the leader's transfer task calls it
@@ -15,22 +16,30 @@
 -- right now is left for the next pass), and deleted from `from` in the
 -- statement that inserts it here. A job keeps its id, attempt count,
 -- run_at and unique key: ids and keys are database-wide (awa.job_id_seq,
--- awa.job_uniques), so nothing about the key changes.
+-- awa.job_uniques), so nothing about the key changes. Attempt records
+-- (ADR 11) move with the job.
 CREATE OR REPLACE FUNCTION {schema}.storage_transfer_in(p_from text, p_limit integer)
 RETURNS integer LANGUAGE plpgsql AS $fn$
 DECLARE
     v_deferred integer;
     v_dead     integer;
 BEGIN
+    IF p_limit IS NULL OR p_limit NOT BETWEEN 1 AND 10000 THEN
+        RAISE EXCEPTION 'storage_transfer_in: limit must be 1 to 10000 (got %)', coalesce(p_limit::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'Rows one maintenance call moves (awa_core::bounds::MAINT_LIMIT); the leader moves 2000 at a time.';
+    END IF;
     IF p_from IS NULL OR to_regnamespace(p_from) = to_regnamespace('{schema}') THEN
         RAISE EXCEPTION 'storage_transfer_in: the source must be another substrate (got %)', coalesce(p_from, 'NULL')
-            USING ERRCODE = 'invalid_parameter_value';
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'Call it on the write substrate, naming a substrate that only drains.';
     END IF;
     IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_class c
                      JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
                     WHERE n.nspname = p_from AND c.relname = 'substrate_info' AND c.relkind = 'r') THEN
         RAISE EXCEPTION 'storage_transfer_in: % is not a substrate', quote_literal(p_from)
-            USING ERRCODE = 'invalid_schema_name';
+            USING ERRCODE = 'invalid_schema_name',
+                  HINT = 'Name a prepared substrate (awa storage status lists them).';
     END IF;
     EXECUTE format($q$
         WITH moved AS (
@@ -39,11 +48,11 @@ BEGIN
                                  ORDER BY x.run_at LIMIT $1 FOR UPDATE SKIP LOCKED)
             RETURNING d.job_id, d.queue, d.priority, d.kind, d.args, d.attempt, d.max_attempts,
                       d.run_lease, d.run_at, d.reason, d.created_at, d.unique_key, d.metadata,
-                      d.last_error
+                      d.last_error, d.attempts
         )
         INSERT INTO {schema}.deferred_jobs
             (job_id, queue, priority, kind, args, attempt, max_attempts, run_lease, run_at,
-             reason, created_at, unique_key, metadata, last_error)
+             reason, created_at, unique_key, metadata, last_error, attempts)
         SELECT * FROM moved$q$, p_from) USING p_limit;
     GET DIAGNOSTICS v_deferred = ROW_COUNT;
     EXECUTE format($q$
@@ -52,11 +61,12 @@ BEGIN
              WHERE d.job_id IN (SELECT x.job_id FROM %1$I.dlq_entries x
                                  ORDER BY x.dead_at LIMIT $1 FOR UPDATE SKIP LOCKED)
             RETURNING d.job_id, d.queue, d.priority, d.kind, d.args, d.attempt, d.max_attempts,
-                      d.run_lease, d.created_at, d.dead_at, d.last_error, d.metadata, d.unique_key
+                      d.run_lease, d.created_at, d.dead_at, d.last_error, d.metadata, d.unique_key,
+                      d.attempts
         )
         INSERT INTO {schema}.dlq_entries
             (job_id, queue, priority, kind, args, attempt, max_attempts, run_lease, created_at,
-             dead_at, last_error, metadata, unique_key)
+             dead_at, last_error, metadata, unique_key, attempts)
         SELECT * FROM moved$q$, p_from) USING p_limit;
     GET DIAGNOSTICS v_dead = ROW_COUNT;
     RETURN v_deferred + v_dead;

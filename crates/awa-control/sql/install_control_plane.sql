@@ -27,7 +27,14 @@ BEGIN
             -- this bounds a worker per job. Change with
             -- UPDATE <schema>.substrate_info SET max_job_bytes = n (migrator).
             max_job_bytes      integer     NOT NULL DEFAULT 1048576
-                               CHECK (max_job_bytes BETWEEN 1024 AND 268435456)
+                               CHECK (max_job_bytes BETWEEN 1024 AND 268435456),
+            -- How long a failed or cancelled job stays readable (and
+            -- retryable) in failure_entries, whatever the ring does; the
+            -- leader's failure_retention task deletes older ones. The
+            -- range is awa_core::bounds::FAILURE_RETENTION.
+            failure_retention  interval    NOT NULL DEFAULT interval '7 days'
+                CONSTRAINT substrate_info_failure_retention_in_range
+                CHECK (failure_retention BETWEEN interval '1 second' AND interval '3650 days')
         )$ddl$, p_schema);
 
     -- Append-only ring cursors: the newest generation of a ring is its
@@ -48,10 +55,20 @@ BEGIN
         ON CONFLICT DO NOTHING$ddl$, p_schema);
     -- The ledger is one chain: generation g + 1 writes the slot after
     -- generation g's. The runtime role may append (rotation needs INSERT),
-    -- so the chain is checked here rather than trusted to ring_rotate: a
-    -- bogus row would make every writer pick a wrong slot. (A trigger's
-    -- function needs no EXECUTE grant to fire, and the runtime role, not
-    -- owning the table, cannot disable it.)
+    -- so every appended row is checked here rather than trusted to
+    -- ring_rotate: it must be a row ring_rotate itself would write. The
+    -- next link of the chain (a bogus slot would make every writer pick a
+    -- wrong one); dated now(), the transaction's time (rotated_at decides
+    -- when the slot it seals may lose its history, ring_slot_sealed_at,
+    -- and what the new slot counts as fresh: a row dated 1970 would end a
+    -- slot's history retention at once); off a slot worth sealing
+    -- (ring_slot_fresh) onto one that is empty and not awaiting truncation
+    -- (ring_slot_empty, ring_retirements: a rotation onto live rows would
+    -- mix them into the write slot). A generation already taken is left
+    -- to the primary key (ring_rotate's ON CONFLICT DO NOTHING reports a
+    -- lost race; any other insert fails). (A trigger's function needs no
+    -- EXECUTE grant to fire, and the runtime role, not owning the table,
+    -- cannot disable it.)
     EXECUTE format($ddl$
         CREATE OR REPLACE FUNCTION %1$I.ring_ledger_chain_check() RETURNS trigger
         LANGUAGE plpgsql AS $trg$
@@ -59,6 +76,10 @@ BEGIN
             v_prev  integer;
             v_slots integer;
         BEGIN
+            IF EXISTS (SELECT 1 FROM %1$I.ring_ledger l
+                        WHERE l.ring = NEW.ring AND l.generation = NEW.generation) THEN
+                RETURN NEW;
+            END IF;
             SELECT l.slot INTO v_prev FROM %1$I.ring_ledger l
              WHERE l.ring = NEW.ring AND l.generation = NEW.generation - 1;
             SELECT CASE NEW.ring WHEN 'queue' THEN i.queue_slot_count
@@ -68,6 +89,26 @@ BEGIN
             IF v_prev IS NULL OR v_slots IS NULL OR NEW.slot <> (v_prev + 1) %% v_slots THEN
                 RAISE EXCEPTION 'ring_ledger: %% generation %% must follow generation %% in the next slot',
                                 NEW.ring, NEW.generation, NEW.generation - 1
+                      USING ERRCODE = 'check_violation',
+                            HINT = 'Rings move only through ring_rotate.';
+            END IF;
+            IF NEW.rotated_at IS DISTINCT FROM now() THEN
+                RAISE EXCEPTION 'ring_ledger: %% generation %% must be dated now (%%), not %%',
+                                NEW.ring, NEW.generation, now(), NEW.rotated_at
+                      USING ERRCODE = 'check_violation',
+                            HINT = 'Rings move only through ring_rotate.';
+            END IF;
+            IF NOT %1$I.ring_slot_fresh(NEW.ring, v_prev) THEN
+                RAISE EXCEPTION 'ring_ledger: %% slot %% holds nothing new to seal',
+                                NEW.ring, v_prev
+                      USING ERRCODE = 'check_violation',
+                            HINT = 'Rings move only through ring_rotate.';
+            END IF;
+            IF NOT %1$I.ring_slot_empty(NEW.ring, NEW.slot)
+               OR EXISTS (SELECT 1 FROM %1$I.ring_retirements x
+                           WHERE x.ring = NEW.ring AND x.slot = NEW.slot) THEN
+                RAISE EXCEPTION 'ring_ledger: %% slot %% still holds rows or awaits truncation',
+                                NEW.ring, NEW.slot
                       USING ERRCODE = 'check_violation',
                             HINT = 'Rings move only through ring_rotate.';
             END IF;

@@ -8,12 +8,20 @@
 //! once, at its first occurrence. Schedules that run every second, minute
 //! or hour keep running through the change by the clock.
 //!
+//! Ticks are whole seconds of the expression: every instant this module
+//! takes (`now`, the last tick, `fire_from`) may carry a fraction of a
+//! second (the database's clock does), and every tick it returns has none.
+//! The arithmetic floors its inputs to the second before croner sees them,
+//! because croner keeps whatever fraction it is given: a pass at
+//! `12:00:00.415` and one at `12:00:00.957` would otherwise see two
+//! different "ticks" of the same second.
+//!
 //! Exactly once per tick is enforced by `sql/cron_fire.sql` (see there and
 //! ARCHITECTURE.md); this module decides *which* ticks are due.
 
 use crate::ControlError;
 use awa_core::{InvalidInput, QueueName};
-use chrono::{DateTime, Utc};
+use chrono::{DateTime, SubsecRound, Utc};
 use sqlx::{PgConnection, Row};
 
 /// What to do with ticks missed while no leader ran (or the leader was
@@ -24,7 +32,10 @@ pub enum Missed {
     /// Fire only the latest missed tick.
     Skip,
     /// Fire the latest `limit` missed ticks, oldest first (1..=1000).
-    CatchUp { limit: u32 },
+    CatchUp {
+        /// How many of the latest missed ticks to fire.
+        limit: u32,
+    },
 }
 
 /// Most missed ticks one schedule may catch up.
@@ -40,12 +51,19 @@ pub struct Schedule {
     pub cron: String,
     /// IANA name such as `Europe/Berlin`; default `UTC`.
     pub timezone: String,
+    /// The queue each tick's job goes to.
     pub queue: String,
+    /// The kind of each tick's job.
     pub kind: String,
+    /// The args of each tick's job.
     pub args: serde_json::Value,
+    /// The priority of each tick's job (1 runs first, 4 last).
     pub priority: i16,
+    /// Attempts of each tick's job (None: the default).
     pub max_attempts: Option<i32>,
+    /// Metadata of each tick's job.
     pub metadata: Option<serde_json::Value>,
+    /// What to do with ticks missed while no leader ran.
     pub missed: Missed,
 }
 
@@ -87,6 +105,11 @@ impl Schedule {
             });
         }
         awa_core::Priority::new(i64::from(self.priority))?;
+        // What every fire enqueues must be storable (no NUL in jsonb).
+        awa_core::check_storable_json("schedule args", &self.args)?;
+        if let Some(m) = &self.metadata {
+            awa_core::check_storable_json("schedule metadata", m)?;
+        }
         if let Some(n) = self.max_attempts {
             awa_core::bounds::MAX_ATTEMPTS.check(i64::from(n))?;
         }
@@ -110,7 +133,9 @@ impl Schedule {
                 why: "must be a JSON object (each fire adds its tick under \"awa_cron\")".into(),
             });
         }
-        Ticks::parse(&self.cron, &self.timezone)
+        let ticks = Ticks::parse(&self.cron, &self.timezone)?;
+        ticks.check_fires(&self.cron, Utc::now())?;
+        Ok(ticks)
     }
 }
 
@@ -175,20 +200,38 @@ impl Ticks {
         Ok(Self { cron, tz: zone })
     }
 
-    /// The first tick strictly after `after`.
+    /// Refuse an expression with no tick after `now` (such as `0 0 30 2 *`,
+    /// February 30), which would never fire. `expr` is quoted.
+    pub fn check_fires(&self, expr: &str, now: DateTime<Utc>) -> Result<(), InvalidInput> {
+        match self.next_after(now) {
+            Some(_) => Ok(()),
+            None => Err(InvalidInput::Name {
+                what: "cron expression",
+                value: expr.to_string(),
+                why: "has no future tick, so it would never fire (a date that does not exist, such as February 30?)".into(),
+            }),
+        }
+    }
+
+    /// The first tick strictly after `after` (a whole second; `after`
+    /// may have a fraction: no whole second lies strictly between it and
+    /// the next whole second, so flooring it first loses no tick).
     pub fn next_after(&self, after: DateTime<Utc>) -> Option<DateTime<Utc>> {
         self.cron
-            .find_next_occurrence(&after.with_timezone(&self.tz), false)
+            .find_next_occurrence(&whole_second(after).with_timezone(&self.tz), false)
             .ok()
             .map(|t| t.with_timezone(&Utc))
     }
 
     /// The ticks to fire at `now`: those after `after` and at or before
-    /// `now`, the newest `keep` of them, oldest first. Bounded work
-    /// whatever the gap: it walks back from `now`, at most `keep` ticks,
-    /// and walks forward (exact around clock changes) only over a window
-    /// that contains a change of the zone's UTC offset.
+    /// `now`, the newest `keep` of them, oldest first, each a whole second
+    /// (a tick is at or before `now` exactly when it is at or before
+    /// `now`'s whole second). Bounded work whatever the gap: it walks back
+    /// from `now`, at most `keep` ticks, and walks forward (exact around
+    /// clock changes) only over a window that contains a change of the
+    /// zone's UTC offset.
     pub fn due(&self, after: DateTime<Utc>, now: DateTime<Utc>, keep: u32) -> Vec<DateTime<Utc>> {
+        let now = whole_second(now);
         let back = self.walk_back(after, now, keep);
         // Backward search can misplace a tick next to a clock change; the
         // forward search is the reference. Within a window without a
@@ -241,6 +284,13 @@ impl Ticks {
     }
 }
 
+/// `t` without its fraction of a second: the instant of the tick it could
+/// be. Every instant is floored here before croner sees it, so every tick
+/// it returns is a whole second.
+fn whole_second(t: DateTime<Utc>) -> DateTime<Utc> {
+    t.trunc_subsecs(0)
+}
+
 /// How far before the oldest due tick to start the forward walk when the
 /// zone's offset changes in between: more than any daylight-saving shift.
 const CLOCK_CHANGE_MARGIN: chrono::Duration = chrono::Duration::hours(3);
@@ -258,18 +308,28 @@ pub struct Stored {
     /// The job of the latest fire (tick or manual run).
     pub last_job_id: Option<i64>,
     pub last_enqueued_at: Option<DateTime<Utc>>,
+    /// Why the leader could not fire this schedule (its expression, zone,
+    /// queue or args, or the enqueue refused its job), while it cannot:
+    /// cleared by the next fire and by any change of the schedule.
+    /// Other schedules keep firing meanwhile.
+    pub error: Option<String>,
+    /// Since when `error` has held (the first pass that failed this way).
+    pub error_since: Option<DateTime<Utc>>,
 }
 
 impl Stored {
     /// The next tick that would fire (None when paused or the expression
-    /// has no future tick).
+    /// has no future tick): the first tick after the last one fired (and
+    /// after `fire_from`) that is not before `now`'s whole second, so a
+    /// tick of the current second that has not fired yet is still next.
+    /// A whole second, like every tick.
     pub fn next_fire(&self, now: DateTime<Utc>) -> Option<DateTime<Utc>> {
         if !self.enabled {
             return None;
         }
         let ticks = Ticks::parse(&self.schedule.cron, &self.schedule.timezone).ok()?;
         let after = self.fire_from.max(self.last_tick.unwrap_or(self.fire_from));
-        ticks.next_after(after.max(now - chrono::Duration::milliseconds(1)))
+        ticks.next_after(after.max(whole_second(now) - chrono::Duration::seconds(1)))
     }
 }
 
@@ -419,9 +479,28 @@ pub async fn list(
                 last_tick: r.get("last_tick"),
                 last_job_id: r.get("last_job_id"),
                 last_enqueued_at: r.get("last_enqueued_at"),
+                error: r.get("error"),
+                error_since: r.get("error_since"),
             }
         })
         .collect())
+}
+
+/// Record why schedule `name` could not fire (see `sql/cron_record_error.sql`);
+/// true when this is news (no error before, or a different one), so the
+/// caller logs each error once and the row is not rewritten every pass.
+/// The text is bounded like any stored error (`awa_core::bounds::error_text`).
+pub async fn record_error(
+    conn: &mut PgConnection,
+    name: &str,
+    error: &str,
+) -> Result<bool, ControlError> {
+    let news: Option<String> = sqlx::query_scalar(include_str!("../sql/cron_record_error.sql"))
+        .bind(name)
+        .bind(awa_core::bounds::error_text(error).as_ref())
+        .fetch_optional(conn)
+        .await?;
+    Ok(news.is_some())
 }
 
 /// The guard of one fire, in the transaction that enqueued `job_id` for
@@ -478,6 +557,13 @@ mod tests {
                     ..ok.clone()
                 },
                 "61 * * * *",
+            ),
+            (
+                Schedule {
+                    cron: "0 0 30 2 *".into(),
+                    ..ok.clone()
+                },
+                "never fire",
             ),
             (
                 Schedule {
@@ -542,6 +628,20 @@ mod tests {
                 },
                 "catch-up",
             ),
+            (
+                Schedule {
+                    args: serde_json::json!({"a": "\u{0}"}),
+                    ..ok.clone()
+                },
+                "NUL",
+            ),
+            (
+                Schedule {
+                    metadata: Some(serde_json::json!({"m": "\u{0}"})),
+                    ..ok.clone()
+                },
+                "NUL",
+            ),
         ];
         for (s, quoted) in cases {
             let err = s.validate().expect_err("refused").to_string();
@@ -588,6 +688,64 @@ mod tests {
         // Years of downtime cost `keep` steps, not one per missed tick.
         let far = every_minute.due(utc(2000, 1, 1, 0, 0, 0), now, 2);
         assert_eq!(far.len(), 2);
+    }
+
+    #[test]
+    fn ticks_are_whole_seconds_whatever_the_fraction_of_now() {
+        let at = |s: u32, nanos: u32| {
+            utc(2026, 1, 1, 12, 0, s) + chrono::Duration::nanoseconds(nanos.into())
+        };
+        let every_second = Ticks::parse("* * * * * *", "UTC").unwrap();
+        let every_minute = Ticks::parse("* * * * *", "UTC").unwrap();
+        // Two passes inside the second of a tick see the same tick, and
+        // once it is fired (it is `after`), nothing more.
+        for now in [at(0, 415_276_000), at(0, 957_347_000), at(0, 999_999_999)] {
+            assert_eq!(
+                every_minute.due(at(0, 0) - chrono::Duration::minutes(1), now, 5),
+                vec![at(0, 0)]
+            );
+            assert_eq!(
+                every_minute.due(at(0, 0), now, 5),
+                Vec::<DateTime<Utc>>::new()
+            );
+            assert_eq!(
+                every_second.due(at(0, 0), now, 5),
+                Vec::<DateTime<Utc>>::new()
+            );
+        }
+        assert_eq!(
+            every_second.due(at(0, 0), at(2, 1), 5),
+            vec![at(1, 0), at(2, 0)]
+        );
+        // A fractional `after` (fire_from is the database's now()) does not
+        // admit the tick of its own second, and loses no later one.
+        assert_eq!(
+            every_second.due(at(0, 300), at(2, 0), 5),
+            vec![at(1, 0), at(2, 0)]
+        );
+        assert_eq!(every_second.next_after(at(0, 629_382_547)), Some(at(1, 0)));
+        // What `awa cron add '0 3 * * *'` reports.
+        let nightly = Stored {
+            schedule: Schedule::new("n", "0 3 * * *", "q", "k"),
+            enabled: true,
+            fire_from: utc(2026, 1, 1, 3, 0, 0) + chrono::Duration::nanoseconds(629_382_547),
+            last_tick: None,
+            last_job_id: None,
+            last_enqueued_at: None,
+            error: None,
+            error_since: None,
+        };
+        assert_eq!(
+            nightly.next_fire(nightly.fire_from),
+            Some(utc(2026, 1, 2, 3, 0, 0))
+        );
+        // A tick of the current second not fired yet is still next.
+        let fresh = Stored {
+            schedule: Schedule::new("s", "* * * * * *", "q", "k"),
+            fire_from: at(0, 0) - chrono::Duration::seconds(5),
+            ..nightly.clone()
+        };
+        assert_eq!(fresh.next_fire(at(0, 629_382_547)), Some(at(0, 0)));
     }
 
     #[test]

@@ -23,6 +23,7 @@ pub mod runtimes;
 pub mod status;
 pub mod substrate;
 pub mod transition;
+pub mod uniques;
 
 pub use error::ControlError;
 pub use plane::{ControlPlane, PgControlPlane};

@@ -103,7 +103,11 @@ async fn run_follow(
     let mut listener: Option<sqlx::postgres::PgListener> = None;
     let mut registered_at = tokio::time::Instant::now();
     loop {
-        if tx.is_closed() {
+        // Nobody reads the routing any more, or the pool was closed under
+        // us (a process shutting down closes it while this task may still
+        // be between two reads): either way there is nothing to do, and
+        // nothing worth a warning.
+        if tx.is_closed() || pool.is_closed() {
             return;
         }
         if listener.is_none() {
@@ -121,17 +125,27 @@ async fn run_follow(
                 }
             };
         }
-        // Wait for a notification or the refresh, whichever comes first.
+        // Wait for a notification or the refresh, whichever comes first;
+        // stop at once when the last receiver goes.
         if let Some(l) = listener.as_mut() {
-            match tokio::time::timeout(REFRESH, l.recv()).await {
-                Ok(Ok(_)) | Err(_) => {}
-                Ok(Err(err)) => {
-                    tracing::debug!(error = %err, "LISTEN awa_storage lost; reconnecting");
-                    listener = None;
-                }
+            tokio::select! {
+                got = tokio::time::timeout(REFRESH, l.recv()) => match got {
+                    Ok(Ok(_)) | Err(_) => {}
+                    Ok(Err(err)) => {
+                        tracing::debug!(error = %err, "LISTEN awa_storage lost; reconnecting");
+                        listener = None;
+                    }
+                },
+                _ = tx.closed() => return,
             }
         } else {
-            tokio::time::sleep(REFRESH).await;
+            tokio::select! {
+                _ = tokio::time::sleep(REFRESH) => {}
+                _ = tx.closed() => return,
+            }
+        }
+        if pool.is_closed() {
+            return;
         }
         let read_now = async {
             let mut conn = pool.acquire().await?;
@@ -154,6 +168,8 @@ async fn run_follow(
                 let _ = tx.send(routing);
             }
             Ok((_, false)) => {}
+            // Closed while we read: the shutdown the check above races with.
+            Err(_) if pool.is_closed() || tx.is_closed() => return,
             Err(err) => {
                 tracing::warn!(error = %err, "could not read the storage routing; keeping the last one")
             }

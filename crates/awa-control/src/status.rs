@@ -44,6 +44,11 @@ pub struct SubstrateStatus {
     /// The substrate's own history retention; `None`: automatic, (queue
     /// slots - 2) x the leader's rotate interval.
     pub history_retention_secs: Option<f64>,
+    /// How long failed and cancelled jobs are kept (`failure_entries`).
+    pub failure_retention_secs: f64,
+    /// Failed and cancelled jobs kept now (the statistics collector's
+    /// estimate).
+    pub failures_kept: i64,
     /// Running attempts moved out of the rings (jobs that outlived them).
     pub parked_attempts: i64,
     pub rings: Vec<RingCursor>,
@@ -306,6 +311,8 @@ pub async fn storage_status(conn: &mut PgConnection) -> Result<StorageStatus, Co
             },
             installed_at: shape.get("installed_at"),
             history_retention_secs: shape.get("history_retention_secs"),
+            failure_retention_secs: shape.get("failure_retention_secs"),
+            failures_kept: shape.get("failures_kept"),
             parked_attempts: shape.get("parked_attempts"),
             schema,
             rings,

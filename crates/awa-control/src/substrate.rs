@@ -1,6 +1,6 @@
 //! A substrate's own settings (`awa storage configure`), kept in its
-//! `substrate_info` row: how long terminal history is retained and how
-//! large a job may be. Changed by operators with the migrator role; the
+//! `substrate_info` row: how long terminal history and failures are
+//! retained and how large a job may be. Changed by operators with the migrator role; the
 //! runtime only reads them.
 
 use crate::ControlError;
@@ -21,6 +21,9 @@ pub struct SubstrateSettings {
     /// rotate interval; `Some(Some(d))`: at least `d`.
     pub history_retention: Option<Option<Duration>>,
     pub max_job_bytes: Option<i64>,
+    /// How long failed and cancelled jobs stay readable and retryable
+    /// (`awa_core::bounds::FAILURE_RETENTION`).
+    pub failure_retention: Option<Duration>,
 }
 
 /// The settings after a change.
@@ -28,6 +31,7 @@ pub struct SubstrateSettings {
 pub struct AppliedSettings {
     pub history_retention_secs: Option<f64>,
     pub max_job_bytes: i32,
+    pub failure_retention_secs: f64,
 }
 
 impl SubstrateSettings {
@@ -55,6 +59,9 @@ impl SubstrateSettings {
                 hint: "store large payloads elsewhere and pass a reference",
             });
         }
+        if let Some(d) = self.failure_retention {
+            awa_core::bounds::FAILURE_RETENTION.check(d)?;
+        }
         Ok(())
     }
 
@@ -68,18 +75,23 @@ impl SubstrateSettings {
         let retention = self.history_retention.flatten().map(|d| {
             chrono::Duration::from_std(d).expect("bounded above by MAX_HISTORY_RETENTION")
         });
-        let row = sqlx::query(statement(
-            include_str!("../sql/set_substrate_settings.sql"),
-            schema,
-        ))
-        .bind(self.history_retention.is_some())
-        .bind(retention)
-        .bind(self.max_job_bytes.map(|b| b as i32))
-        .fetch_one(conn)
-        .await?;
+        let row =
+            sqlx::query(statement(
+                include_str!("../sql/set_substrate_settings.sql"),
+                schema,
+            ))
+            .bind(self.history_retention.is_some())
+            .bind(retention)
+            .bind(self.max_job_bytes.map(|b| b as i32))
+            .bind(self.failure_retention.map(|d| {
+                chrono::Duration::from_std(d).expect("bounded above by FAILURE_RETENTION")
+            }))
+            .fetch_one(conn)
+            .await?;
         Ok(AppliedSettings {
             history_retention_secs: row.get("history_retention_secs"),
             max_job_bytes: row.get("max_job_bytes"),
+            failure_retention_secs: row.get("failure_retention_secs"),
         })
     }
 }

@@ -5,8 +5,14 @@
 //! (`QueueConfig`, `MaintSettings`, `WorkerConfig`, `SlotCounts`) checks the
 //! same values; the SQL side refuses the stored settings again (CHECK
 //! constraints on `awa.queue_meta` and `{schema}.exec_settings`), so a
-//! raw-SQL caller cannot store a poison value either. When a bound changes
-//! here, change the matching CHECK in the control or exec DDL.
+//! raw-SQL caller cannot store a poison value either, and every runtime
+//! function the runtime role may EXECUTE refuses an argument outside these
+//! bounds with SQLSTATE 22023 and a hint before it writes anything (limits,
+//! intervals, slots, priorities, delays, error text: each function's header
+//! says which). When a bound changes here, change the matching CHECK in the
+//! control or exec DDL and the functions that name it;
+//! `awa-maint/tests/sql_bounds.rs` calls every runtime function at each
+//! bound and just outside it.
 //!
 //! Results a handler hands back (error text, retry and snooze delays) are
 //! not refused but clamped, because refusing them would leave the attempt
@@ -113,7 +119,7 @@ pub const PRIORITY: CountBound = CountBound {
     what: "priority",
     min: 1,
     max: 4,
-    hint: "1 is lowest, 4 is highest, 2 is the default",
+    hint: "1 runs first, 4 last; 3 is the default",
 };
 
 /// Attempts of one job (per job or as a queue's default).
@@ -165,6 +171,25 @@ pub const LIST_LIMIT: CountBound = CountBound {
     hint: "narrow the list with --queue or --state",
 };
 
+/// Rows one maintenance call moves (`deferred_promote`, `rescue_stale`,
+/// `ready_relocate`, `exec_park`, `storage_transfer_in`): the leader uses
+/// 1000 to 2000; a larger call only holds its locks longer.
+pub const MAINT_LIMIT: CountBound = CountBound {
+    what: "maintenance batch limit",
+    min: 1,
+    max: 10_000,
+    hint: "rows one maintenance call moves; call again for more",
+};
+
+/// Minutes of activity one read covers: the health task keeps two hours
+/// (`awa.queue_minutes`).
+pub const ACTIVITY_MINUTES: CountBound = CountBound {
+    what: "minutes",
+    min: 1,
+    max: 120,
+    hint: "activity is kept for the last two hours",
+};
+
 /// Slots of one ring. Fewer than 4 leaves no room between the slot being
 /// written, the ones draining and the one being reclaimed; more than 256
 /// only multiplies catalog entries and planning time. The substrate
@@ -178,7 +203,8 @@ pub const SLOT_COUNT: CountBound = CountBound {
 
 // ---- Durations ------------------------------------------------------------
 
-/// A waiting job gains one priority step per this interval. PostgreSQL
+/// A waiting job moves one priority step towards 1 (first) per this
+/// interval. PostgreSQL
 /// intervals keep microseconds, and a zero interval divides by zero in every
 /// claim, so at least a second; `off` is a separate setting. Past 30 days
 /// aging no longer means anything.
@@ -210,12 +236,32 @@ pub const DLQ_RETENTION: DurationBound = DurationBound {
     hint: "use e.g. 14days; purge at once with `awa dlq purge`",
 };
 
+/// How long failed and cancelled jobs stay readable and retryable
+/// (`awa storage configure --failure-retention`; also a CHECK on
+/// `substrate_info.failure_retention`).
+pub const FAILURE_RETENTION: DurationBound = DurationBound {
+    what: "--failure-retention",
+    min: Duration::from_secs(1),
+    max: days(3650),
+    hint: "use e.g. 7days (the default)",
+};
+
 /// Ring rotation cadence. Terminal history lasts about slot count x this.
 pub const ROTATE_INTERVAL: DurationBound = DurationBound {
     what: "--rotate-interval",
     min: Duration::from_millis(10),
     max: days(1),
     hint: "use e.g. 30s (the default) or 200ms for tests",
+};
+
+/// How long a prune step waits for the locks of the slot it truncates.
+/// Writers of the ring queue behind the lock request while it waits, so it
+/// must be short; zero would mean no timeout at all.
+pub const PRUNE_LOCK_TIMEOUT: DurationBound = DurationBound {
+    what: "prune lock timeout",
+    min: Duration::from_millis(1),
+    max: Duration::from_secs(10),
+    hint: "writers queue behind the truncation's lock request; the leader uses 200ms",
 };
 
 /// How long an attempt may go without a heartbeat before maintenance
@@ -229,6 +275,18 @@ pub const RESCUE_AFTER: DurationBound = DurationBound {
     hint: "use e.g. 60s (the default); workers heartbeat at a third of it",
 };
 
+/// The period of a unique key spec ("one per args per 10 minutes"): whole
+/// seconds, so a window is `floor(epoch / period)` on any clock. A year
+/// (366 days) at most: a key held longer is a permanent record, which
+/// belongs in the application's own table. `unique_derive.sql` refuses
+/// the same range.
+pub const UNIQUE_PERIOD: DurationBound = DurationBound {
+    what: "unique period",
+    min: Duration::from_secs(1),
+    max: days(366),
+    hint: "whole seconds, e.g. 10m or 1h",
+};
+
 /// How long graceful shutdown of a worker may take in all: waiting for
 /// in-flight jobs and recording results.
 pub const SHUTDOWN_GRACE: DurationBound = DurationBound {
@@ -236,6 +294,15 @@ pub const SHUTDOWN_GRACE: DurationBound = DurationBound {
     min: Duration::ZERO,
     max: Duration::from_secs(3600),
     hint: "in-flight jobs not finished within it are released or rescued",
+};
+
+/// How long a cancelled attempt's handler may run on after it was told,
+/// before the worker drops it and frees its slot.
+pub const CANCEL_GRACE: DurationBound = DurationBound {
+    what: "cancel grace",
+    min: Duration::ZERO,
+    max: Duration::from_secs(3600),
+    hint: "a handler told of a cancel gets this long to stop before it is dropped",
 };
 
 /// How often an idle queue is polled without a notification.
@@ -267,6 +334,11 @@ pub fn heartbeat_cadence(rescue_after: Duration, at_most: Duration) -> Duration 
 /// Longest error text (and cancel reason) stored with an attempt, in bytes
 /// of UTF-8. Longer text is cut on a character boundary and marked.
 pub const MAX_ERROR_BYTES: usize = 8 * 1024;
+
+/// Records of a job's attempts kept with it: the latest this many (each
+/// with an error of at most [`MAX_ERROR_BYTES`]), so a job that retries
+/// for ever carries a bounded history. Also `c_keep` in `attempt_push.sql`.
+pub const ATTEMPT_HISTORY: usize = 25;
 
 /// Retry and snooze delays a handler asks for are clamped into this range:
 /// 0 to 30 days. A longer delay would overflow a timestamp or an interval
@@ -322,6 +394,7 @@ mod tests {
             CLAIM_BATCH,
             ENQUEUE_COUNT,
             LIST_LIMIT,
+            MAINT_LIMIT,
             SLOT_COUNT,
         ] {
             assert!(b.check(b.min - 1).is_err(), "{} min-1", b.what);
@@ -340,9 +413,12 @@ mod tests {
             DLQ_RETENTION,
             ROTATE_INTERVAL,
             RESCUE_AFTER,
+            PRUNE_LOCK_TIMEOUT,
             SHUTDOWN_GRACE,
+            CANCEL_GRACE,
             POLL_INTERVAL,
             HEARTBEAT_INTERVAL,
+            UNIQUE_PERIOD,
         ] {
             if b.min > Duration::ZERO {
                 assert!(b.check(b.min - tick).is_err(), "{} min-1", b.what);

@@ -2,6 +2,9 @@
 //! attempt safe: every mutation carries `(JobId, RunLease)` and the planes
 //! reject a lease that is no longer current.
 
+// Re-exported by the `awa` client: every public item is documented.
+#![warn(missing_docs)]
+
 use crate::InvalidInput;
 use std::fmt;
 
@@ -38,7 +41,9 @@ impl fmt::Display for RunLease {
 /// The attempt number; the first run of a job is attempt 1.
 pub type Attempt = i32;
 
-/// Job priority: 1 (lowest) to 4 (highest), default 2.
+/// Job priority: 1 runs first, 4 last; the default is 3, which leaves two
+/// levels for more urgent work and one for background work
+/// (`docs/adr/0012-priority-1-runs-first.md`).
 ///
 /// A small range keeps the number of lanes per queue small, which keeps a
 /// claim to a handful of index probes.
@@ -47,15 +52,21 @@ pub type Attempt = i32;
 pub struct Priority(i16);
 
 impl Priority {
+    /// The lowest priority: runs last.
     pub const MIN: i16 = crate::bounds::PRIORITY.min as i16;
+    /// The highest priority: runs first.
     pub const MAX: i16 = crate::bounds::PRIORITY.max as i16;
-    pub const DEFAULT: Priority = Priority(2);
+    /// The priority of a job that names none.
+    pub const DEFAULT: Priority = Priority(3);
 
+    /// `value` as a priority, refused outside [`Priority::MIN`] ..=
+    /// [`Priority::MAX`].
     pub fn new(value: i64) -> Result<Self, InvalidInput> {
         let value = crate::bounds::PRIORITY.check(value)?;
         Ok(Self(value as i16))
     }
 
+    /// The number, 1 to 4.
     pub fn get(self) -> i16 {
         self.0
     }
@@ -77,6 +88,6 @@ mod tests {
         assert!(Priority::new(-1).is_err());
         assert!(Priority::new(5).is_err());
         assert_eq!(Priority::new(4).unwrap().get(), 4);
-        assert_eq!(Priority::default().get(), 2);
+        assert_eq!(Priority::default().get(), 3);
     }
 }

@@ -16,14 +16,20 @@ mod job;
 mod names;
 pub mod redact;
 pub mod routing;
+mod selection;
 pub mod sql;
 mod substrate;
+mod unique;
 
 pub use ids::{Attempt, JobId, Priority, RunLease};
-pub use job::{AttemptToken, ClaimedJob, JobState, NewJob};
+pub use job::{
+    AttemptToken, ClaimedJob, JobState, NewJob, check_storable_json, check_storable_text,
+};
 pub use names::{QueueName, SchemaName, quote_ident};
 pub use routing::{Phase, Routing};
+pub use selection::{JobSelection, SelectionFor, check_containment};
 pub use substrate::{SlotCounts, SubstrateShape};
+pub use unique::Unique;
 
 /// Invalid input caught before it reaches the database.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -58,5 +64,11 @@ pub enum InvalidInput {
         min: String,
         max: String,
         hint: &'static str,
+    },
+    #[error("{what} cannot be {value:?}: {why}")]
+    Choice {
+        what: &'static str,
+        value: String,
+        why: &'static str,
     },
 }

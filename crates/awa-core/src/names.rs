@@ -1,6 +1,9 @@
 //! Identifiers that end up inside SQL. They are validated here, once, and
 //! always quoted when used, so a hostile name can never change a statement.
 
+// Re-exported by the `awa` client: every public item is documented.
+#![warn(missing_docs)]
+
 use crate::InvalidInput;
 use std::fmt;
 
@@ -52,8 +55,13 @@ fn check_ident(what: &'static str, value: &str) -> Result<(), InvalidInput> {
 pub struct SchemaName(String);
 
 impl SchemaName {
+    /// The default substrate's schema, which also holds the
+    /// database-wide tables.
     pub const DEFAULT: &'static str = "awa";
 
+    /// `value` as a substrate schema name: a lowercase identifier of at
+    /// most 63 bytes starting with a letter or `_`, not `pg_*` (reserved by
+    /// PostgreSQL), `public` or `information_schema`.
     pub fn new(value: impl Into<String>) -> Result<Self, InvalidInput> {
         let value = value.into();
         check_ident("schema name", &value)?;
@@ -74,14 +82,17 @@ impl SchemaName {
         Ok(Self(value))
     }
 
+    /// [`SchemaName::DEFAULT`], `awa`.
     pub fn default_schema() -> Self {
         Self(Self::DEFAULT.to_string())
     }
 
+    /// True for `awa`.
     pub fn is_default(&self) -> bool {
         self.0 == Self::DEFAULT
     }
 
+    /// The name, unquoted.
     pub fn as_str(&self) -> &str {
         &self.0
     }
@@ -113,8 +124,11 @@ impl std::str::FromStr for SchemaName {
 pub struct QueueName(String);
 
 impl QueueName {
+    /// The longest queue name, in bytes.
     pub const MAX_LEN: usize = 63;
 
+    /// `value` as a queue name: 1 to 63 ASCII letters, digits and
+    /// `_ - . :`, starting with a letter or digit.
     pub fn new(value: impl Into<String>) -> Result<Self, InvalidInput> {
         let value = value.into();
         let fail = |why: &str| InvalidInput::Name {
@@ -140,6 +154,7 @@ impl QueueName {
         Ok(Self(value))
     }
 
+    /// The name.
     pub fn as_str(&self) -> &str {
         &self.0
     }

@@ -240,6 +240,19 @@ mod tests {
                 "postgres://h/db?application_name=a@b&password=***",
             ),
             ("postgres://u:pw@h/db#frag", "postgres://u:***@h/db#***"),
+            // libpq host lists: the password is still the user info's.
+            (
+                "postgres://u:s3cret@h1:5432,h2:5433/db?target_session_attrs=read-write",
+                "postgres://u:***@h1:5432,h2:5433/db?target_session_attrs=read-write",
+            ),
+            (
+                "postgres://u:p@ss@[::1]:5432,[::2]/db",
+                "postgres://u:***@[::1]:5432,[::2]/db",
+            ),
+            (
+                "postgres:///db?host=h1,h2&port=1,2&password=pw",
+                "postgres:///db?host=h1,h2&port=1,2&password=***",
+            ),
         ] {
             assert_eq!(redact_conninfo(given), shown, "{given}");
         }
@@ -271,5 +284,12 @@ mod tests {
             "bad ***, *** and ***"
         );
         assert_eq!(scrub("a 'b c' d", "host=h password='b c'"), "a *** d");
+        assert_eq!(
+            scrub(
+                "h2:5433: password authentication failed (s3cret)",
+                "postgres://u:s3cret@h1,h2:5433/db"
+            ),
+            "h2:5433: password authentication failed (***)"
+        );
     }
 }

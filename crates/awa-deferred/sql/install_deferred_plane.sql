@@ -24,7 +24,10 @@ BEGIN
             created_at   timestamptz NOT NULL,
             unique_key   text,
             metadata     jsonb,
-            last_error   text
+            last_error   text,
+            -- Records of the job's attempts so far (ADR 11), carried back
+            -- to the ready ring on promotion.
+            attempts     jsonb
         )$ddl$, p_schema);
     -- Promotion takes the earliest due rows first.
     EXECUTE format('CREATE INDEX IF NOT EXISTS deferred_jobs_run_at_idx ON %1$I.deferred_jobs (run_at)', p_schema);

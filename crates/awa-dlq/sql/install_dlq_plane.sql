@@ -21,9 +21,15 @@ BEGIN
             metadata     jsonb,
             -- The key the job held until it was dead-lettered; retry takes
             -- it again (dlq_retry).
-            unique_key   text
+            unique_key   text,
+            -- Records of every attempt (ADR 11), the last one included.
+            attempts     jsonb
         )$ddl$, p_schema);
     -- dlq list and retention, by queue and age.
     EXECUTE format('CREATE INDEX IF NOT EXISTS dlq_entries_queue_idx ON %1$I.dlq_entries (queue, dead_at)', p_schema);
+    -- Finding dead letters by what their args contain (`awa job list
+    -- --args-contains`): held for weeks, so a scan would grow with them;
+    -- the index costs only dead-lettering, never the job path.
+    EXECUTE format('CREATE INDEX IF NOT EXISTS dlq_entries_args_idx ON %1$I.dlq_entries USING gin (args jsonb_path_ops)', p_schema);
 END
 $fn$;

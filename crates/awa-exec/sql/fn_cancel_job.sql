@@ -1,9 +1,18 @@
 -- {schema}.cancel_job(job_id): cancel a job wherever it is.
 --   waiting in the ready ring -> tombstone + terminal fact (with its body)
 --   deferred                  -> removed, terminal fact carries the body
+-- The terminal fact of a cancelled job is a failure_entries row (kept for
+-- failure_retention, retryable; ADR 11) with the job's attempt records; no
+-- attempt ran, so none is added. The count delta goes to the queue ring.
 --   running                   -> its live attempt is finished as cancelled
 --                                through the guarded path; the worker's later
---                                writes for that attempt are rejected
+--                                writes for that attempt are rejected, and
+--                                NOTIFY awa_cancel 'job_id:run_lease:cancelled'
+--                                (delivered at commit) tells the worker at
+--                                once, so its handler stops (the cancel rule,
+--                                awa-exec/src/worker/mod.rs)
+-- Its unique key is released, or kept until its period ends when its key
+-- spec keeps cancelled jobs (unique_held), as finish does.
 -- Returns the state the job was in, or NULL when it was not cancellable
 -- (unknown, or already terminal).
 CREATE OR REPLACE FUNCTION {schema}.cancel_job(p_job_id bigint)
@@ -17,10 +26,24 @@ DECLARE
 BEGIN
     SELECT * INTO v_t FROM {schema}.ready_tombstone(p_job_id);
     IF FOUND THEN
-        INSERT INTO {schema}.done_entries (slot, job_id, run_lease, queue, state, attempt, body)
-        VALUES (v_t.slot, p_job_id, v_t.run_lease, v_t.queue, 'cancelled', v_t.attempt, v_t.body);
+        INSERT INTO {schema}.failure_entries AS f
+            (job_id, run_lease, queue, state, attempt, priority, kind, args, max_attempts,
+             created_at, unique_key, metadata, attempts)
+        VALUES (p_job_id, v_t.run_lease, v_t.queue, 'cancelled', v_t.attempt, v_t.priority,
+                v_t.kind, v_t.args, v_t.max_attempts, v_t.created_at, v_t.unique_key,
+                v_t.metadata, v_t.attempts)
+        ON CONFLICT (job_id) DO UPDATE
+           SET run_lease = EXCLUDED.run_lease, queue = EXCLUDED.queue, state = EXCLUDED.state,
+               attempt = EXCLUDED.attempt, priority = EXCLUDED.priority, kind = EXCLUDED.kind,
+               args = EXCLUDED.args, max_attempts = EXCLUDED.max_attempts,
+               created_at = EXCLUDED.created_at, finalized_at = EXCLUDED.finalized_at,
+               unique_key = EXCLUDED.unique_key, metadata = EXCLUDED.metadata,
+               last_error = NULL, attempts = EXCLUDED.attempts;
         INSERT INTO {schema}.count_deltas (slot, queue, state, delta) VALUES (v_t.slot, v_t.queue, 'cancelled', 1);
-        DELETE FROM awa.job_uniques WHERE job_id = p_job_id;
+        DELETE FROM awa.job_uniques u
+         WHERE u.job_id = p_job_id AND NOT {schema}.unique_held(u.hold_until, u.hold_states, 'cancelled');
+        UPDATE awa.job_uniques u SET finished_at = now()
+         WHERE u.job_id = p_job_id AND {schema}.unique_held(u.hold_until, u.hold_states, 'cancelled');
         RETURN 'available';
     END IF;
 
@@ -28,11 +51,24 @@ BEGIN
     IF FOUND THEN
         SELECT g.slot INTO v_slot
           FROM {schema}.ring_ledger g WHERE g.ring = 'queue' ORDER BY g.generation DESC LIMIT 1;
-        INSERT INTO {schema}.done_entries (slot, job_id, run_lease, queue, state, attempt, body)
-        VALUES (v_slot, p_job_id, v_d.run_lease, v_d.queue, 'cancelled', v_d.attempt,
-                {schema}.job_body(v_d.kind, v_d.args, v_d.priority, v_d.max_attempts, v_d.created_at, v_d.metadata));
+        INSERT INTO {schema}.failure_entries AS f
+            (job_id, run_lease, queue, state, attempt, priority, kind, args, max_attempts,
+             created_at, unique_key, metadata, last_error, attempts)
+        VALUES (p_job_id, v_d.run_lease, v_d.queue, 'cancelled', v_d.attempt, v_d.priority,
+                v_d.kind, v_d.args, v_d.max_attempts, v_d.created_at, v_d.unique_key,
+                v_d.metadata, v_d.last_error, v_d.attempts)
+        ON CONFLICT (job_id) DO UPDATE
+           SET run_lease = EXCLUDED.run_lease, queue = EXCLUDED.queue, state = EXCLUDED.state,
+               attempt = EXCLUDED.attempt, priority = EXCLUDED.priority, kind = EXCLUDED.kind,
+               args = EXCLUDED.args, max_attempts = EXCLUDED.max_attempts,
+               created_at = EXCLUDED.created_at, finalized_at = EXCLUDED.finalized_at,
+               unique_key = EXCLUDED.unique_key, metadata = EXCLUDED.metadata,
+               last_error = EXCLUDED.last_error, attempts = EXCLUDED.attempts;
         INSERT INTO {schema}.count_deltas (slot, queue, state, delta) VALUES (v_slot, v_d.queue, 'cancelled', 1);
-        DELETE FROM awa.job_uniques WHERE job_id = p_job_id;
+        DELETE FROM awa.job_uniques u
+         WHERE u.job_id = p_job_id AND NOT {schema}.unique_held(u.hold_until, u.hold_states, 'cancelled');
+        UPDATE awa.job_uniques u SET finished_at = now()
+         WHERE u.job_id = p_job_id AND {schema}.unique_held(u.hold_until, u.hold_states, 'cancelled');
         DELETE FROM {schema}.attempt_state WHERE job_id = p_job_id;
         RETURN v_d.reason;
     END IF;
@@ -60,6 +96,7 @@ BEGIN
                                        ARRAY['cancel'], ARRAY[NULL::interval], ARRAY['cancelled by operator'])
          WHERE accepted;
         IF FOUND THEN
+            PERFORM pg_notify('awa_cancel', p_job_id || ':' || v_r.run_lease || ':cancelled');
             RETURN 'running';
         END IF;
     END IF;

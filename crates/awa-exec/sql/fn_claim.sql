@@ -15,6 +15,9 @@
 -- notification that already came.
 --
 -- A paused queue hands out nothing.
+--
+-- Bounds: limit within awa_core::bounds::CLAIM_BATCH, 1 to 1024 (SQLSTATE
+-- 22023, before anything is read).
 CREATE OR REPLACE FUNCTION {schema}.claim(
     p_queue     text,
     p_limit     integer,
@@ -45,6 +48,11 @@ DECLARE
     v_keyed      integer[];
     t            record;
 BEGIN
+    IF p_limit IS NULL OR p_limit NOT BETWEEN 1 AND 1024 THEN
+        RAISE EXCEPTION 'claim limit must be 1 to 1024 (got %)', coalesce(p_limit::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'Claim at most a claim batch (awa_core::bounds::CLAIM_BATCH) per call.';
+    END IF;
     SELECT m.priority_aging_interval, m.paused,
            (SELECT l.slot FROM {schema}.ring_ledger l
              WHERE l.ring = 'claim' ORDER BY l.generation DESC LIMIT 1)

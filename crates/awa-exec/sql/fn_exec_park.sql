@@ -21,7 +21,9 @@
 -- valid: finish and heartbeat look for a parked row when the item is
 -- closed.
 --
--- Returns how many attempts were parked.
+-- Returns how many attempts were parked. An unknown ring, a slot not of
+-- that ring, or a limit outside 1..10000 (awa_core::bounds::MAINT_LIMIT)
+-- is refused (22023).
 CREATE OR REPLACE FUNCTION {schema}.exec_park(p_ring text, p_slot integer, p_limit integer)
 RETURNS integer LANGUAGE plpgsql AS $fn$
 #variable_conflict use_column
@@ -31,6 +33,17 @@ DECLARE
     v_items   integer[];
     v_parked  integer;
 BEGIN
+    -- A slot of this ring (ring_slot_count refuses an unknown ring).
+    IF p_slot IS NULL OR p_slot NOT BETWEEN 0 AND {schema}.ring_slot_count(p_ring) - 1 THEN
+        RAISE EXCEPTION 'slot % is not a slot of the % ring', coalesce(p_slot::text, 'NULL'), p_ring
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'Slots are numbered from 0 to the ring''s slot count - 1 (substrate_info).';
+    END IF;
+    IF p_limit IS NULL OR p_limit NOT BETWEEN 1 AND 10000 THEN
+        RAISE EXCEPTION 'exec_park: limit must be 1 to 10000 (got %)', coalesce(p_limit::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'Attempts one maintenance call parks (awa_core::bounds::MAINT_LIMIT); prune parks 1000 at a time.';
+    END IF;
     -- Which items: one statement per ring, each shaped so the planner can
     -- prune to the partitions it names (claim: one claim slot; lease: one
     -- lease slot, then batches by primary key; queue: batches whose
@@ -81,7 +94,8 @@ BEGIN
                b.run_leases[k.item] AS run_lease, b.queue, b.attempts[k.item] AS attempt,
                b.claimed_at, b.instance_id, b.ready_seqs[k.item] AS ready_seq,
                cardinality(b.job_ids) AS size,
-               e.kind, e.args, e.priority, e.max_attempts, e.created_at, e.unique_key, e.metadata
+               e.kind, e.args, e.priority, e.max_attempts, e.created_at, e.unique_key, e.metadata,
+               e.attempts
           FROM unnest(v_slots, v_batches, v_items) AS k(slot, batch_id, item)
           JOIN {schema}.claim_batches b ON b.slot = k.slot AND b.batch_id = k.batch_id
           JOIN {schema}.ready_entries e
@@ -118,11 +132,12 @@ BEGIN
         INSERT INTO {schema}.parked_attempts
             (job_id, run_lease, claim_slot, batch_id, item, queue, attempt, claimed_at, deadline_at,
              instance_id, heartbeat_at, callback_id, callback_timeout,
-             ready_seq, kind, args, priority, max_attempts, created_at, unique_key, metadata)
+             ready_seq, kind, args, priority, max_attempts, created_at, unique_key, metadata,
+             attempts)
         SELECT o.job_id, o.run_lease, o.slot, o.batch_id, o.item, o.queue, o.attempt, o.claimed_at,
                l.deadline_at, o.instance_id, l.heartbeat_at, l.callback_id, l.callback_timeout,
                o.ready_seq, o.kind, o.args, o.priority, o.max_attempts, o.created_at,
-               o.unique_key, o.metadata
+               o.unique_key, o.metadata, o.attempts
           FROM open o
           JOIN closed c ON c.slot = o.slot AND c.batch_id = o.batch_id
           LEFT JOIN LATERAL (

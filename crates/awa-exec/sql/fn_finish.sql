@@ -39,13 +39,22 @@
 -- Evidence written (the hot path is the first line):
 --   completed (from a batch) -> one done_batches row per queue slot and
 --                               queue touched, body left in its ready slot
---   cancelled / failed, or completed from parked -> one done_entries row each,
---                               with the body copied in
+--   completed from parked    -> one done_entries row each, body copied in
+--   cancelled / failed       -> one failure_entries row each, body copied
+--                               in, kept for failure_retention (ADR 11)
 --   dead_lettered                   -> dlq_entries (queue opted in)
 --   retryable / snoozed / available -> deferred_jobs, promoted when due
 -- plus one count delta per (slot, queue, state). Retries past
 -- max_attempts fail (or dead-letter); snooze and release do not count the
--- attempt.
+-- attempt. Every row but the completion's carries the job's attempt
+-- records with this attempt's appended (attempt_push, ADR 11): those rows
+-- copy the body anyway, and a completion from a batch writes nothing new.
+--
+-- Bounds (SQLSTATE 22023, before anything is read or written; the Rust
+-- side clamps what handlers return to the same): arrays of one length, an
+-- outcome from the list above, a delay NULL or 0 to 30 days
+-- (awa_core::bounds::MAX_HANDLER_DELAY), an error NULL or at most 8 KiB
+-- (MAX_ERROR_BYTES).
 CREATE OR REPLACE FUNCTION {schema}.finish_pass(
     p_job_ids     bigint[],
     p_run_leases  bigint[],
@@ -59,11 +68,28 @@ CREATE OR REPLACE FUNCTION {schema}.finish_pass(
 LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $fn$
 #variable_conflict use_column
 BEGIN
+    IF array_length(p_run_leases, 1) IS DISTINCT FROM array_length(p_job_ids, 1)
+       OR array_length(p_claim_slots, 1) IS DISTINCT FROM array_length(p_job_ids, 1)
+       OR array_length(p_batch_ids, 1) IS DISTINCT FROM array_length(p_job_ids, 1)
+       OR array_length(p_items, 1) IS DISTINCT FROM array_length(p_job_ids, 1)
+       OR array_length(p_outcomes, 1) IS DISTINCT FROM array_length(p_job_ids, 1)
+       OR array_length(p_delays, 1) IS DISTINCT FROM array_length(p_job_ids, 1)
+       OR array_length(p_errors, 1) IS DISTINCT FROM array_length(p_job_ids, 1) THEN
+        RAISE EXCEPTION 'finish arrays differ in length' USING ERRCODE = 'invalid_parameter_value',
+              HINT = 'Send one element per attempt in every array.';
+    END IF;
     IF EXISTS (SELECT 1 FROM unnest(p_outcomes) o
                 WHERE o IS NULL OR o NOT IN ('complete', 'retry', 'snooze', 'cancel', 'fail', 'release', 'rescue')) THEN
         RAISE EXCEPTION 'unknown finish outcome in %', p_outcomes
             USING ERRCODE = 'invalid_parameter_value',
                   HINT = 'Use complete, retry, snooze, cancel, fail, release or rescue.';
+    END IF;
+    IF EXISTS (SELECT 1 FROM unnest(p_delays, p_errors) AS x(delay, error)
+                WHERE x.delay NOT BETWEEN interval '0' AND interval '30 days'
+                   OR octet_length(x.error) > 8192) THEN
+        RAISE EXCEPTION 'finish: a delay is outside 0 to 30 days, or an error is longer than 8192 bytes'
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'Clamp retry and snooze delays to 30 days and cut error text to 8 KiB (awa_core::bounds::handler_delay, error_text).';
     END IF;
 
     RETURN QUERY
@@ -80,7 +106,8 @@ BEGIN
         -- lookups are LATERAL so they stay index probes per batch whatever
         -- the planner thinks of the (unknown) batch count.
         SELECT b.slot, b.batch_id, b.queue, b.job_ids, b.run_leases, b.attempts,
-               b.ready_slots, b.ready_seqs, b.priorities, b.shards, b.keyed, ch.last_link, ch.closed
+               b.ready_slots, b.ready_seqs, b.priorities, b.shards, b.keyed, ch.last_link, ch.closed,
+               b.claimed_at, b.instance_id
           FROM (SELECT DISTINCT i.claim_slot, i.batch_id FROM input i) k
          CROSS JOIN LATERAL (
                 SELECT b.* FROM {schema}.claim_batches b
@@ -103,7 +130,8 @@ BEGIN
                -- The body is read only when the outcome needs it: a retry
                -- or a failure copies it, a keyed job releases its key. A
                -- plain completion leaves it where it is, unread.
-               (i.outcome <> 'complete' OR coalesce(i.item = ANY (b.keyed), false)) AS needs_body
+               (i.outcome <> 'complete' OR coalesce(i.item = ANY (b.keyed), false)) AS needs_body,
+               b.claimed_at AS started_at, b.instance_id
           FROM input i
           LEFT JOIN batches b ON b.slot = i.claim_slot AND b.batch_id = i.batch_id
     ),
@@ -112,7 +140,8 @@ BEGIN
                p.error, p.ord, 'batch'::text AS src, p.queue, p.attempt, p.hist_slot, p.hist_seq,
                p.lane_priority, p.lane_shard, NULL::jsonb AS hist_body,
                e.kind, e.args, e.priority, e.max_attempts, e.created_at, e.unique_key, e.metadata,
-               coalesce(m.dlq_enabled, false) AS dlq
+               coalesce(m.dlq_enabled, false) AS dlq,
+               p.started_at, p.instance_id, e.attempts AS history
           FROM probe p
           LEFT JOIN LATERAL (
                 SELECT e.* FROM {schema}.ready_entries e
@@ -138,7 +167,8 @@ BEGIN
                NULL::bigint AS hist_seq, NULL::smallint AS lane_priority, NULL::smallint AS lane_shard,
                {schema}.job_body(p.kind, p.args, p.priority, p.max_attempts, p.created_at, p.metadata) AS hist_body,
                p.kind, p.args, p.priority, p.max_attempts, p.created_at, p.unique_key, p.metadata,
-               coalesce(m.dlq_enabled, false) AS dlq
+               coalesce(m.dlq_enabled, false) AS dlq,
+               p.claimed_at, p.instance_id, p.attempts
           FROM probe i
           JOIN {schema}.parked_attempts p ON p.job_id = i.job_id AND p.run_lease = i.run_lease
           LEFT JOIN awa.queue_meta m ON m.queue = p.queue
@@ -222,21 +252,43 @@ BEGIN
          GROUP BY w.hist_slot, w.queue
     ),
     history AS (
-        -- Rare rows, so they carry the body: no lookup to hydrate them.
+        -- A parked attempt's body may be in a slot that is gone: the fact
+        -- carries it.
         INSERT INTO {schema}.done_entries
-            (slot, job_id, run_lease, queue, state, attempt, body, last_error)
+            (slot, job_id, run_lease, queue, state, attempt, body, last_error, attempts)
         SELECT w.hist_slot, w.job_id, w.run_lease, w.queue, w.next_state, w.attempt,
-               coalesce(w.hist_body,
-                        {schema}.job_body(w.kind, w.args, w.priority, w.max_attempts, w.created_at, w.metadata)),
-               w.error
+               w.hist_body, w.error,
+               {schema}.attempt_push(w.history, w.attempt, w.outcome, w.next_state,
+                                     w.started_at, w.instance_id, w.error)
+          FROM won w
+         WHERE w.next_state = 'completed' AND w.src = 'parked'
+    ),
+    failures AS (
+        -- Failed and cancelled jobs leave the ring (ADR 11): kept for the
+        -- substrate's failure_retention, readable and retryable meanwhile.
+        -- A job is terminal once until it is retried, which deletes its
+        -- row; should a row be there anyway, the newer fact replaces it.
+        INSERT INTO {schema}.failure_entries AS f
+            (job_id, run_lease, queue, state, attempt, priority, kind, args, max_attempts,
+             created_at, unique_key, metadata, last_error, attempts)
+        SELECT w.job_id, w.run_lease, w.queue, w.next_state, w.attempt, w.priority, w.kind,
+               w.args, w.max_attempts, w.created_at, w.unique_key, w.metadata, w.error,
+               {schema}.attempt_push(w.history, w.attempt, w.outcome, w.next_state,
+                                     w.started_at, w.instance_id, w.error)
           FROM won w
          WHERE w.next_state IN ('cancelled', 'failed')
-            OR (w.next_state = 'completed' AND w.src = 'parked')
+        ON CONFLICT (job_id) DO UPDATE
+           SET run_lease = EXCLUDED.run_lease, queue = EXCLUDED.queue, state = EXCLUDED.state,
+               attempt = EXCLUDED.attempt, priority = EXCLUDED.priority, kind = EXCLUDED.kind,
+               args = EXCLUDED.args, max_attempts = EXCLUDED.max_attempts,
+               created_at = EXCLUDED.created_at, finalized_at = EXCLUDED.finalized_at,
+               unique_key = EXCLUDED.unique_key, metadata = EXCLUDED.metadata,
+               last_error = EXCLUDED.last_error, attempts = EXCLUDED.attempts
     ),
     deferred AS (
         INSERT INTO {schema}.deferred_jobs
             (job_id, queue, priority, kind, args, attempt, max_attempts, run_lease, run_at,
-             reason, created_at, unique_key, metadata, last_error)
+             reason, created_at, unique_key, metadata, last_error, attempts)
         SELECT w.job_id, w.queue, w.priority, w.kind, w.args,
                CASE WHEN w.next_state = 'retryable' THEN w.attempt ELSE w.attempt - 1 END,
                w.max_attempts, w.run_lease,
@@ -245,16 +297,20 @@ BEGIN
                         make_interval(secs => least(power(2, w.attempt), 3600) * (0.75 + random() * 0.5)))
                END,
                CASE w.next_state WHEN 'retryable' THEN 'retry' WHEN 'snoozed' THEN 'snoozed' ELSE 'released' END,
-               w.created_at, w.unique_key, w.metadata, w.error
+               w.created_at, w.unique_key, w.metadata, w.error,
+               {schema}.attempt_push(w.history, w.attempt, w.outcome, w.next_state,
+                                     w.started_at, w.instance_id, w.error)
           FROM won w
          WHERE w.next_state IN ('retryable', 'snoozed', 'available')
     ),
     dead AS (
         INSERT INTO {schema}.dlq_entries
             (job_id, queue, priority, kind, args, attempt, max_attempts, run_lease,
-             created_at, last_error, metadata, unique_key)
+             created_at, last_error, metadata, unique_key, attempts)
         SELECT w.job_id, w.queue, w.priority, w.kind, w.args, w.attempt, w.max_attempts,
-               w.run_lease, w.created_at, w.error, w.metadata, w.unique_key
+               w.run_lease, w.created_at, w.error, w.metadata, w.unique_key,
+               {schema}.attempt_push(w.history, w.attempt, w.outcome, w.next_state,
+                                     w.started_at, w.instance_id, w.error)
           FROM won w
          WHERE w.next_state = 'dead_lettered'
     ),
@@ -266,6 +322,9 @@ BEGIN
          GROUP BY w.hist_slot, w.queue, w.next_state
     ),
     -- Key lookups through = ANY(array): index probes, no join to plan.
+    -- A key row is released, unless its key spec keeps holding it in the
+    -- job's final state until the period ends (unique_held; only rows
+    -- with a hold_until ask): then it is marked finished instead.
     unique_released AS (
         DELETE FROM awa.job_uniques u
          WHERE u.unique_key = ANY (ARRAY(
@@ -273,6 +332,20 @@ BEGIN
                     WHERE w.unique_key IS NOT NULL
                       AND w.next_state IN ('completed', 'cancelled', 'failed', 'dead_lettered')))
            AND u.job_id = ANY (ARRAY(SELECT w.job_id FROM won w))
+           AND (u.hold_until IS NULL
+                OR NOT {schema}.unique_held(u.hold_until, u.hold_states,
+                       (SELECT w.next_state FROM won w WHERE w.job_id = u.job_id LIMIT 1)))
+    ),
+    unique_kept AS (
+        UPDATE awa.job_uniques u SET finished_at = now()
+         WHERE u.unique_key = ANY (ARRAY(
+                   SELECT w.unique_key FROM won w
+                    WHERE w.unique_key IS NOT NULL
+                      AND w.next_state IN ('completed', 'cancelled', 'failed', 'dead_lettered')))
+           AND u.job_id = ANY (ARRAY(SELECT w.job_id FROM won w))
+           AND u.hold_until IS NOT NULL
+           AND {schema}.unique_held(u.hold_until, u.hold_states,
+               (SELECT w.next_state FROM won w WHERE w.job_id = u.job_id LIMIT 1))
     ),
     state_dropped AS (
         DELETE FROM {schema}.attempt_state s

@@ -10,6 +10,10 @@
 --
 -- Returns false, and writes nothing, when the attempt is no longer live
 -- (finished, rescued, cancelled): the handler should stop.
+--
+-- Bounds (SQLSTATE 22023, before anything is written): percent NULL or 0
+-- to 100; message NULL or at most 8 KiB (awa_core::bounds::MAX_ERROR_BYTES,
+-- as the Rust side cuts it).
 CREATE OR REPLACE FUNCTION {schema}.heartbeat(
     p_job_id bigint, p_run_lease bigint, p_claim_slot integer, p_batch_id bigint, p_item integer,
     p_percent smallint, p_message text, p_checkpoint jsonb
@@ -18,6 +22,12 @@ CREATE OR REPLACE FUNCTION {schema}.heartbeat(
 DECLARE
     v_lease_slot integer;
 BEGIN
+    IF p_percent NOT BETWEEN 0 AND 100 OR octet_length(p_message) > 8192 THEN
+        RAISE EXCEPTION 'heartbeat: progress percent must be 0 to 100 (got %) and its message at most 8192 bytes (got %)',
+                        p_percent, octet_length(p_message)
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'Report progress as a whole percentage and a short message.';
+    END IF;
     IF EXISTS (SELECT 1 FROM {schema}.claim_batches b
                 WHERE b.slot = p_claim_slot AND b.batch_id = p_batch_id
                   AND b.job_ids[p_item] = p_job_id AND b.run_leases[p_item] = p_run_lease)

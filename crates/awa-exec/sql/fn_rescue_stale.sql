@@ -4,13 +4,34 @@
 -- Abandoned means: open, and either claimed more than `stale` ago with no
 -- lease heartbeat within `stale`, or past its hard deadline, or waiting for
 -- a callback that timed out; parked attempts (exec_park) likewise. Returns
--- how many were rescued.
+-- how many were rescued. Each rescued attempt is named on NOTIFY
+-- awa_cancel ('job_id:run_lease:rescued', delivered at commit), so a
+-- worker that still runs it (a slow one, or one past a deadline) tells
+-- its handler to stop at once.
+--
+-- Bounds (SQLSTATE 22023, before anything is read): stale within
+-- awa_core::bounds::RESCUE_AFTER, 1 second to 1 day. Workers heartbeat a
+-- running job at a third of the published bound, so a shorter one (or
+-- zero, or a negative interval) would rescue healthy running jobs: they
+-- would run again and their results be rejected. limit 1 to 10000
+-- (MAINT_LIMIT).
 CREATE OR REPLACE FUNCTION {schema}.rescue_stale(p_stale interval, p_limit integer)
 RETURNS integer LANGUAGE plpgsql AS $fn$
 #variable_conflict use_column
 DECLARE
     v_count integer;
 BEGIN
+    IF p_stale IS NULL OR p_stale NOT BETWEEN interval '1 second' AND interval '1 day' THEN
+        RAISE EXCEPTION 'rescue_stale: the staleness bound must be 1s to 1day (got %)',
+                        coalesce(p_stale::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'Workers heartbeat at a third of the rescue bound; a shorter bound rescues healthy running jobs. Use the leader''s --rescue-after (1s to 1day, 60s by default).';
+    END IF;
+    IF p_limit IS NULL OR p_limit NOT BETWEEN 1 AND 10000 THEN
+        RAISE EXCEPTION 'rescue_stale: limit must be 1 to 10000 (got %)', coalesce(p_limit::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'Attempts one maintenance call rescues (awa_core::bounds::MAINT_LIMIT); the leader rescues 1000 at a time.';
+    END IF;
     WITH old_open AS (
         -- Open items of batches claimed more than `stale` ago (the index
         -- on claimed_at; a batch its last link closed is skipped by one
@@ -59,7 +80,7 @@ BEGIN
                 AND (p.heartbeat_at IS NULL OR p.heartbeat_at < now() - p_stale))
          LIMIT p_limit)
     )
-    SELECT count(*) INTO v_count
+    SELECT count(pg_notify('awa_cancel', f.job_id || ':' || f.run_lease || ':rescued')) INTO v_count
       FROM {schema}.finish(
           ARRAY(SELECT job_id FROM abandoned ORDER BY job_id),
           ARRAY(SELECT run_lease FROM abandoned ORDER BY job_id),

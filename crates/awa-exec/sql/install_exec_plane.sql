@@ -124,7 +124,9 @@ BEGIN
             created_at       timestamptz NOT NULL,
             unique_key       text,
             metadata         jsonb,
-            parked_at        timestamptz NOT NULL DEFAULT now()
+            parked_at        timestamptz NOT NULL DEFAULT now(),
+            -- The body's attempt records (ADR 11).
+            attempts         jsonb
         ) WITH (fillfactor = 70)$ddl$, p_schema);
 
     -- Progress and checkpoints survive retries, so they live outside the
@@ -152,5 +154,23 @@ BEGIN
                 CHECK (rescue_after BETWEEN interval '1 second' AND interval '1 day'),
             changed_at   timestamptz NOT NULL DEFAULT now()
         )$ddl$, p_schema);
+
+    -- Which claimed jobs each worker holds in its local buffer, not started
+    -- (the read views call them 'buffered', the other open items
+    -- 'running'). A claimed job's start is not written per job: each
+    -- worker engine rewrites its one row at most once a second, when its
+    -- buffer changed (and every few minutes while it is not empty), and
+    -- deletes it when it stops. So the split is true to about a second,
+    -- and costs the hot path nothing per job. A row left by a worker that
+    -- died names attempts that are indeed not running (rescue closes
+    -- them); rows not refreshed for an hour are removed by the next
+    -- worker engine that starts. Few rows, rewritten in place: the low
+    -- fillfactor keeps the updates HOT.
+    EXECUTE format($ddl$
+        CREATE TABLE IF NOT EXISTS %1$I.worker_buffers (
+            instance_id uuid        PRIMARY KEY,  -- claim_batches.instance_id
+            job_ids     bigint[]    NOT NULL,
+            updated_at  timestamptz NOT NULL DEFAULT now()
+        ) WITH (fillfactor = 50)$ddl$, p_schema);
 END
 $fn$;

@@ -17,11 +17,13 @@
 //! Does not own: job bodies (ready and deferred planes), terminal facts
 //! (awa-history), ring cursors (awa-control). It never truncates.
 
+mod bulk;
 mod error;
 pub mod metrics;
 mod plane;
 pub mod worker;
 
+pub use bulk::{BulkCancelled, CancelledJob, cancel_matching};
 pub use error::Error as ExecError;
 pub use plane::{
     AttemptProgress, ExecPlane, Finish, Finished, Frontier, PgExecPlane, Progress, Published,
@@ -34,6 +36,7 @@ pub const INSTALL_SQL: &str = include_str!("../sql/install_exec_plane.sql");
 /// Runtime functions installed into every substrate.
 pub const FUNCTIONS: &[(&str, &str)] = &[
     ("claim", include_str!("../sql/fn_claim.sql")),
+    ("attempt_push", include_str!("../sql/fn_attempt_push.sql")),
     ("finish", include_str!("../sql/fn_finish.sql")),
     ("heartbeat", include_str!("../sql/fn_heartbeat.sql")),
     ("cancel_job", include_str!("../sql/fn_cancel_job.sql")),

@@ -130,8 +130,11 @@ pub enum Published {
 /// Progress a long job reports with its heartbeat.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Progress {
+    /// How far along, 0 to 100.
     pub percent: Option<i16>,
+    /// What it is doing (at most 8 KiB, no NUL).
     pub message: Option<String>,
+    /// State for the next attempt to resume from.
     pub checkpoint: Option<serde_json::Value>,
 }
 
@@ -208,6 +211,58 @@ pub struct PgExecPlane {
 impl PgExecPlane {
     pub fn new(schema: SchemaName) -> Self {
         Self { schema }
+    }
+
+    /// Say which jobs worker engine `instance_id` holds claimed and not
+    /// started (replacing what it said before): the read views show them
+    /// as buffered. At most about once a second per engine.
+    pub async fn publish_buffer(
+        &self,
+        conn: &mut PgConnection,
+        instance_id: uuid::Uuid,
+        job_ids: &[i64],
+    ) -> Result<(), ExecError> {
+        sqlx::query(statement(
+            include_str!("../sql/buffer_publish.sql"),
+            &self.schema,
+        ))
+        .bind(instance_id)
+        .bind(job_ids)
+        .execute(conn)
+        .await?;
+        Ok(())
+    }
+
+    /// A stopping engine holds nothing buffered.
+    pub async fn clear_buffer(
+        &self,
+        conn: &mut PgConnection,
+        instance_id: uuid::Uuid,
+    ) -> Result<(), ExecError> {
+        sqlx::query(statement(
+            include_str!("../sql/buffer_clear.sql"),
+            &self.schema,
+        ))
+        .bind(instance_id)
+        .execute(conn)
+        .await?;
+        Ok(())
+    }
+
+    /// Drop buffer rows not refreshed for `older_than` (engines that died).
+    pub async fn gc_buffers(
+        &self,
+        conn: &mut PgConnection,
+        older_than: Duration,
+    ) -> Result<u64, ExecError> {
+        let done = sqlx::query(statement(
+            include_str!("../sql/buffer_gc.sql"),
+            &self.schema,
+        ))
+        .bind(older_than.as_secs_f64())
+        .execute(conn)
+        .await?;
+        Ok(done.rows_affected())
     }
 
     /// What the job's attempts reported with their heartbeats (operators'
@@ -365,6 +420,9 @@ impl ExecPlane for PgExecPlane {
                 hint: "report progress as a whole percentage",
             }
             .into());
+        }
+        if let Some(c) = &progress.checkpoint {
+            awa_core::check_storable_json("checkpoint", c)?;
         }
         let live: bool = sqlx::query_scalar(statement(
             include_str!("../sql/call_heartbeat.sql"),

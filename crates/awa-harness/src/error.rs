@@ -27,6 +27,16 @@ pub enum HarnessError {
     )]
     NotRestartable(crate::ServerKind),
 
+    /// A standby, a kill or a promotion asked of a server we do not run.
+    #[error(
+        "cannot {action} a {kind:?} PostgreSQL server: only a temporary local cluster started by \
+         the harness can be"
+    )]
+    NotLocal {
+        kind: crate::ServerKind,
+        action: &'static str,
+    },
+
     /// The server is older than this crate supports.
     #[error("PostgreSQL {found} at {url} is too old: PostgreSQL 14 or newer is required")]
     UnsupportedVersion { found: String, url: String },

@@ -11,6 +11,11 @@
 //!   deleted when the last one drops (also after a panic), and dies with the
 //!   process if the process is killed. [`PgServer::start`] gives a benchmark
 //!   its own private cluster with its own settings ([`ClusterOptions`]).
+//! * **Failover.** [`PgServer::start_standby`] makes a streaming standby of
+//!   a temporary cluster with `pg_basebackup` (synchronous if asked),
+//!   [`PgServer::kill`] SIGKILLs a postmaster for good and
+//!   [`PgServer::promote`] runs `pg_ctl promote`: a primary failover on one
+//!   machine, for the chaos suite and failover tests.
 //! * **Per-test databases.** [`TestDb::new`] clones a fresh database from a
 //!   template database that is prepared once per template key, safely across
 //!   concurrent tests and across processes sharing one server. The database
@@ -33,6 +38,6 @@ mod sql;
 mod testdb;
 
 pub use error::HarnessError;
-pub use server::{ClusterOptions, PgServer, ServerKind, TEST_SETTINGS};
+pub use server::{ClusterOptions, PgServer, ServerKind, StandbyOptions, TEST_SETTINGS};
 pub use sql::quote_ident;
 pub use testdb::{TestDb, template_name};

@@ -369,6 +369,142 @@ impl LocalCluster {
         Ok(cluster)
     }
 
+    /// A streaming standby of `primary`, made the way an operator makes
+    /// one: `pg_basebackup -R` (a copy of the running primary plus
+    /// `standby.signal` and `primary_conninfo`), then a postmaster on
+    /// `port` (a free one when `None`; a fixed port may be the port of a
+    /// dead primary, so a host list in a URL stays valid). Returns once it
+    /// accepts (read-only) connections.
+    pub(crate) async fn start_standby(
+        primary: &LocalCluster,
+        settings: &[(String, String)],
+        port: Option<u16>,
+    ) -> Result<Self, HarnessError> {
+        let run_as = run_as()?;
+        let prepared = {
+            let run_as = run_as.clone();
+            tokio::task::spawn_blocking(move || prepare_dir(run_as.as_ref()))
+                .await
+                .map_err(|e| {
+                    HarnessError::ClusterStart(format!("preparing the directory: {e}"))
+                })??
+        };
+        let mut cluster = LocalCluster {
+            child: std::sync::Mutex::new(None),
+            port: 0,
+            bin_dir: primary.bin_dir.clone(),
+            data_dir: prepared.path().join("data"),
+            log_path: prepared.path().join("postgres.log"),
+            dir: Some(prepared),
+        };
+        let mut cmd = Command::new(cluster.tool("pg_basebackup"));
+        cmd.arg("-D")
+            .arg(&cluster.data_dir)
+            .args(["-h", "127.0.0.1", "-p"])
+            .arg(primary.port.to_string())
+            // -R: standby.signal and primary_conninfo; -X stream: the WAL
+            // written meanwhile comes along; -c fast: no wait for the next
+            // checkpoint.
+            .args(["-U", "postgres", "-w", "-R", "-X", "stream", "-c", "fast"])
+            .arg("--no-sync");
+        cluster
+            .run_tool(cmd, run_as.as_ref(), "pg_basebackup")
+            .await?;
+        match port {
+            Some(port) => cluster.launch_on(port, settings, run_as.as_ref()).await?,
+            None => cluster.launch(settings, run_as.as_ref()).await?,
+        }
+        tracing::info!(
+            port = cluster.port,
+            primary_port = primary.port,
+            data_dir = %cluster.data_dir.display(),
+            "started a streaming standby"
+        );
+        Ok(cluster)
+    }
+
+    pub(crate) fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// A client tool of the same installation as `postgres`: beside it in
+    /// the binary directory, else beside the file it links to (a PATH
+    /// directory may hold links to only some of the binaries, as Debian's
+    /// /usr/local/bin can), else on PATH.
+    fn tool(&self, name: &str) -> PathBuf {
+        let beside = self.bin_dir.join(name);
+        if is_executable(&beside) {
+            return beside;
+        }
+        fs::canonicalize(self.bin_dir.join("postgres"))
+            .ok()
+            .and_then(|real| Some(real.parent()?.join(name)))
+            .filter(|p| is_executable(p))
+            .unwrap_or_else(|| PathBuf::from(name))
+    }
+
+    /// Runs one of the server's tools (as the server's account) to the end;
+    /// its output goes into the error when it fails.
+    async fn run_tool(
+        &self,
+        mut cmd: Command,
+        run_as: Option<&RunAs>,
+        what: &str,
+    ) -> Result<(), HarnessError> {
+        cmd.current_dir(self.dir())
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        apply_user(&mut cmd, run_as);
+        pdeathsig::die_with_parent(&mut cmd);
+        let child = keeper::spawn(cmd)
+            .await
+            .map_err(|e| HarnessError::io(format!("running {what}"), e))?;
+        let output = tokio::task::spawn_blocking(move || child.wait_with_output())
+            .await
+            .map_err(|e| HarnessError::ClusterStart(format!("waiting for {what}: {e}")))?
+            .map_err(|e| HarnessError::io(format!("waiting for {what}"), e))?;
+        if !output.status.success() {
+            return Err(HarnessError::ClusterStart(format!(
+                "{what} failed ({}):\n{}{}",
+                output.status,
+                String::from_utf8_lossy(&output.stderr),
+                String::from_utf8_lossy(&output.stdout),
+            )));
+        }
+        Ok(())
+    }
+
+    /// SIGKILL of the postmaster alone, as when its machine or container
+    /// dies: nothing is flushed, no shutdown runs, and the cluster stays
+    /// down. Its orphaned backends notice the postmaster's death and exit
+    /// without acknowledging anything more (a commit waiting for a
+    /// synchronous standby is never acknowledged).
+    pub(crate) fn kill(&self) {
+        let Some(mut child) = self.child().take() else {
+            return;
+        };
+        let _ = child.kill();
+        let _ = child.wait();
+        tracing::info!(port = self.port, "killed the postmaster (SIGKILL)");
+    }
+
+    /// `pg_ctl promote`: a standby leaves recovery and becomes a primary on
+    /// a new timeline. Returns once it accepts writes.
+    pub(crate) async fn promote(&self) -> Result<(), HarnessError> {
+        let run_as = run_as()?;
+        let mut cmd = Command::new(self.tool("pg_ctl"));
+        cmd.arg("promote")
+            .arg("-D")
+            .arg(&self.data_dir)
+            .args(["-w", "-t"])
+            .arg(READY_TIMEOUT.as_secs().to_string());
+        self.run_tool(cmd, run_as.as_ref(), "pg_ctl promote")
+            .await?;
+        tracing::info!(port = self.port, "promoted the standby");
+        Ok(())
+    }
+
     pub(crate) fn url(&self) -> String {
         format!("postgres://postgres@127.0.0.1:{}/postgres", self.port)
     }
@@ -384,34 +520,14 @@ impl LocalCluster {
     }
 
     async fn initdb(&mut self, run_as: Option<&RunAs>) -> Result<(), HarnessError> {
-        let mut cmd = Command::new(self.bin_dir.join("initdb"));
+        let initdb = self.bin_dir.join("initdb");
+        let mut cmd = Command::new(&initdb);
         cmd.arg("-D")
             .arg(&self.data_dir)
             .args(["-A", "trust", "-U", "postgres", "-E", "UTF8"])
-            .args(["--locale=C", "--no-sync", "--no-instructions"])
-            .current_dir(self.dir())
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        apply_user(&mut cmd, run_as);
-        pdeathsig::die_with_parent(&mut cmd);
-        let child = keeper::spawn(cmd)
+            .args(["--locale=C", "--no-sync", "--no-instructions"]);
+        self.run_tool(cmd, run_as, &initdb.display().to_string())
             .await
-            .map_err(|e| HarnessError::io("running initdb", e))?;
-        let output = tokio::task::spawn_blocking(move || child.wait_with_output())
-            .await
-            .map_err(|e| HarnessError::ClusterStart(format!("waiting for initdb: {e}")))?
-            .map_err(|e| HarnessError::io("waiting for initdb", e))?;
-        if !output.status.success() {
-            return Err(HarnessError::ClusterStart(format!(
-                "{} failed ({}):\n{}{}",
-                self.bin_dir.join("initdb").display(),
-                output.status,
-                String::from_utf8_lossy(&output.stderr),
-                String::from_utf8_lossy(&output.stdout),
-            )));
-        }
-        Ok(())
     }
 
     async fn launch(
@@ -443,6 +559,30 @@ impl LocalCluster {
             }
         }
         unreachable!("the last attempt returns")
+    }
+
+    /// Starts the server on exactly `port`, which must be free.
+    async fn launch_on(
+        &mut self,
+        port: u16,
+        settings: &[(String, String)],
+        run_as: Option<&RunAs>,
+    ) -> Result<(), HarnessError> {
+        let log_start = self.spawn_postgres(port, settings, run_as).await?;
+        self.port = port;
+        match self.wait_ready(log_start).await {
+            Ok(()) => Ok(()),
+            Err(Startup::PortInUse) => {
+                self.stop();
+                Err(HarnessError::ClusterStart(format!(
+                    "port {port} is in use by another process"
+                )))
+            }
+            Err(Startup::Failed(message)) => {
+                self.stop();
+                Err(HarnessError::ClusterStart(message))
+            }
+        }
     }
 
     /// What `pg_ctl restart -m immediate` does: SIGQUIT to the postmaster

@@ -99,6 +99,20 @@ impl ClusterOptions {
     }
 }
 
+/// How [`PgServer::start_standby`] makes a standby.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct StandbyOptions {
+    /// Listen on this port (say, a dead primary's, so a URL's host list
+    /// still names every server); a free one when `None`.
+    pub port: Option<u16>,
+    /// Make the primary wait for this standby at every commit
+    /// (`synchronous_standby_names` names it; with `synchronous_commit=on`
+    /// a commit is acknowledged only once the standby has flushed it). The
+    /// standby's own copy of the setting stays empty, so after a promotion
+    /// it does not wait for a standby it does not have.
+    pub synchronous: bool,
+}
+
 /// A running PostgreSQL server. Cheap to clone; a temporary cluster or
 /// container is stopped and removed when the last clone (including those
 /// held by [`crate::TestDb`]s) drops.
@@ -234,6 +248,152 @@ impl PgServer {
         match &self.inner.backend {
             Backend::Local(cluster) => cluster.restart_immediate(&self.inner.settings).await,
             _ => Err(HarnessError::NotRestartable(self.inner.kind)),
+        }
+    }
+
+    /// The port of a temporary local cluster.
+    pub fn port(&self) -> Option<u16> {
+        match &self.inner.backend {
+            Backend::Local(cluster) => Some(cluster.port()),
+            _ => None,
+        }
+    }
+
+    /// A streaming standby of this temporary local cluster, made with
+    /// `pg_basebackup -R` and run with the same settings (see
+    /// [`StandbyOptions`]). Returns once the standby accepts read-only
+    /// connections and streams from this server (and, when
+    /// `synchronous`, once this server waits for it at every commit).
+    ///
+    /// The primary must run with `full_page_writes=on` (not
+    /// [`TEST_SETTINGS`]' `off`): a base backup taken without full-page
+    /// images cannot be recovered.
+    pub async fn start_standby(&self, opts: StandbyOptions) -> Result<PgServer, HarnessError> {
+        let Backend::Local(primary) = &self.inner.backend else {
+            return Err(HarnessError::NotLocal {
+                kind: self.inner.kind,
+                action: "make a standby of",
+            });
+        };
+        if self
+            .inner
+            .settings
+            .iter()
+            .any(|(k, v)| k == "full_page_writes" && v == "off")
+        {
+            return Err(HarnessError::ClusterStart(
+                "a standby needs its primary to run with full_page_writes=on \
+                 (ClusterOptions::setting(\"full_page_writes\", \"on\"))"
+                    .into(),
+            ));
+        }
+        // The standby's walreceiver reports `cluster_name` as its
+        // application name, which names it in synchronous_standby_names.
+        let name = match opts.port {
+            Some(port) => format!("awa_standby_{port}"),
+            None => format!("awa_standby_{}", rand::random::<u32>()),
+        };
+        let mut settings = self.inner.settings.clone();
+        settings.retain(|(k, _)| k != "cluster_name");
+        settings.push(("cluster_name".into(), name.clone()));
+        let cluster = LocalCluster::start_standby(primary, &settings, opts.port).await?;
+        let url = cluster.url();
+        let standby = PgServer::from_parts(
+            ServerKind::LocalCluster,
+            url.clone(),
+            url,
+            settings,
+            self.inner.bin_dir.clone(),
+            Backend::Local(cluster),
+        );
+        probe(&standby).await?;
+
+        let mut conn = self.admin_connect().await?;
+        let result = async {
+            if opts.synchronous {
+                // ALTER SYSTEM takes no parameters; the name is ours
+                // (letters, digits, underscore).
+                // Two statements: ALTER SYSTEM refuses to run in the
+                // implicit transaction of a multi-statement string.
+                sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
+                    "ALTER SYSTEM SET synchronous_standby_names = '\"{name}\"'"
+                )))
+                .execute(&mut conn)
+                .await
+                .map_err(|e| HarnessError::db("requiring the standby to confirm commits", e))?;
+                sqlx::query("SELECT pg_reload_conf()")
+                    .execute(&mut conn)
+                    .await
+                    .map_err(|e| HarnessError::db("reloading the configuration", e))?;
+            }
+            let want = if opts.synchronous { "sync" } else { "async" };
+            let deadline = std::time::Instant::now() + CONNECT_TIMEOUT;
+            loop {
+                let state: Option<String> = sqlx::query_scalar(
+                    "SELECT sync_state FROM pg_stat_replication \
+                     WHERE application_name = $1 AND state = 'streaming'",
+                )
+                .bind(&name)
+                .fetch_optional(&mut conn)
+                .await
+                .map_err(|e| HarnessError::db("reading pg_stat_replication", e))?;
+                if state.as_deref() == Some(want) {
+                    return Ok(());
+                }
+                if std::time::Instant::now() >= deadline {
+                    return Err(HarnessError::ClusterStart(format!(
+                        "the standby on port {:?} did not stream as {want} within {} s \
+                         (pg_stat_replication says {state:?})",
+                        standby.port(),
+                        CONNECT_TIMEOUT.as_secs()
+                    )));
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            }
+        }
+        .await;
+        crate::testdb::close_quietly(conn).await;
+        result.map(|()| standby)
+    }
+
+    /// SIGKILL of this temporary local cluster's postmaster: it stays down
+    /// (no restart, no shutdown checkpoint), as when its machine dies.
+    /// Clients see their connections break; connecting is refused.
+    pub fn kill(&self) -> Result<(), HarnessError> {
+        match &self.inner.backend {
+            Backend::Local(cluster) => {
+                cluster.kill();
+                Ok(())
+            }
+            _ => Err(HarnessError::NotLocal {
+                kind: self.inner.kind,
+                action: "kill",
+            }),
+        }
+    }
+
+    /// `pg_ctl promote` of a standby made by [`PgServer::start_standby`]:
+    /// returns once it is out of recovery and accepts writes. Whatever the
+    /// old primary committed and the standby had not received is gone.
+    pub async fn promote(&self) -> Result<(), HarnessError> {
+        let Backend::Local(cluster) = &self.inner.backend else {
+            return Err(HarnessError::NotLocal {
+                kind: self.inner.kind,
+                action: "promote",
+            });
+        };
+        cluster.promote().await?;
+        let mut conn = self.admin_connect().await?;
+        let in_recovery: Result<bool, _> = sqlx::query_scalar("SELECT pg_is_in_recovery()")
+            .fetch_one(&mut conn)
+            .await;
+        crate::testdb::close_quietly(conn).await;
+        match in_recovery {
+            Ok(false) => Ok(()),
+            Ok(true) => Err(HarnessError::ClusterStart(
+                "pg_ctl promote returned but the server is still in recovery".into(),
+            )),
+            Err(e) => Err(HarnessError::db("checking the promotion", e)),
         }
     }
 

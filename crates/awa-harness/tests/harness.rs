@@ -9,7 +9,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use awa_harness::{ClusterOptions, HarnessError, PgServer, ServerKind, TestDb, template_name};
+use awa_harness::{
+    ClusterOptions, HarnessError, PgServer, ServerKind, StandbyOptions, TestDb, template_name,
+};
 use sqlx::Connection as _;
 use sqlx::postgres::PgConnection;
 
@@ -348,6 +350,133 @@ async fn only_a_local_cluster_can_be_restarted() {
     let err = shared.restart_immediate().await.unwrap_err();
     assert!(matches!(err, HarnessError::NotRestartable(_)), "{err}");
     assert!(err.to_string().contains("cannot restart"), "{err}");
+}
+
+/// A primary and a synchronous streaming standby: the standby refuses
+/// writes, every commit the primary acknowledged is on it after the
+/// primary's postmaster is killed and it is promoted, it then takes
+/// writes, and a new standby of it can take the dead primary's port.
+#[tokio::test]
+async fn a_promoted_synchronous_standby_has_every_acknowledged_commit() {
+    let Some(primary) = start_private(
+        ClusterOptions::for_tests()
+            .setting("synchronous_commit", "on")
+            .setting("full_page_writes", "on"),
+    )
+    .await
+    else {
+        return;
+    };
+    let standby = primary
+        .start_standby(StandbyOptions {
+            port: None,
+            synchronous: true,
+        })
+        .await
+        .expect("a synchronous standby");
+    assert_ne!(standby.port(), primary.port());
+
+    let mut conn = PgConnection::connect(primary.url()).await.expect("primary");
+    sqlx::query("CREATE TABLE acked (n int PRIMARY KEY)")
+        .execute(&mut conn)
+        .await
+        .expect("create");
+    for n in 0..200 {
+        sqlx::query("INSERT INTO acked VALUES ($1)")
+            .bind(n)
+            .execute(&mut conn)
+            .await
+            .expect("each insert acknowledged");
+    }
+    let mut on_standby = PgConnection::connect(standby.url()).await.expect("standby");
+    let in_recovery: bool = sqlx::query_scalar("SELECT pg_is_in_recovery()")
+        .fetch_one(&mut on_standby)
+        .await
+        .expect("ask the standby");
+    assert!(in_recovery);
+    let refused = sqlx::query("INSERT INTO acked VALUES (-1)")
+        .execute(&mut on_standby)
+        .await
+        .expect_err("a standby takes no writes");
+    assert_eq!(
+        refused
+            .as_database_error()
+            .and_then(|e| e.code())
+            .as_deref(),
+        Some("25006"),
+        "{refused}"
+    );
+    on_standby.close().await.ok();
+
+    primary.kill().expect("kill the primary");
+    assert!(
+        sqlx::query("SELECT 1").execute(&mut conn).await.is_err(),
+        "sessions on the killed primary are broken"
+    );
+    assert!(
+        PgConnection::connect(primary.url()).await.is_err(),
+        "the killed primary stays down"
+    );
+
+    standby.promote().await.expect("promote");
+    let mut conn = PgConnection::connect(standby.url())
+        .await
+        .expect("new primary");
+    let (count, max): (i64, Option<i32>) = sqlx::query_as("SELECT count(*), max(n) FROM acked")
+        .fetch_one(&mut conn)
+        .await
+        .expect("count");
+    assert_eq!((count, max), (200, Some(199)), "every acknowledged commit");
+    sqlx::query("INSERT INTO acked VALUES (200)")
+        .execute(&mut conn)
+        .await
+        .expect("the promoted standby takes writes");
+
+    // The next standby, of the new primary, on the dead primary's port: a
+    // URL listing both ports still names both servers.
+    let next = standby
+        .start_standby(StandbyOptions {
+            port: primary.port(),
+            synchronous: true,
+        })
+        .await
+        .expect("a standby on the dead primary's port");
+    assert_eq!(next.url(), primary.url());
+    sqlx::query("INSERT INTO acked VALUES (201)")
+        .execute(&mut conn)
+        .await
+        .expect("a commit confirmed by the new standby");
+    conn.close().await.ok();
+    let mut on_next = PgConnection::connect(next.url())
+        .await
+        .expect("next standby");
+    let in_recovery: bool = sqlx::query_scalar("SELECT pg_is_in_recovery()")
+        .fetch_one(&mut on_next)
+        .await
+        .expect("ask");
+    assert!(in_recovery);
+    on_next.close().await.ok();
+}
+
+#[tokio::test]
+async fn a_standby_needs_full_page_writes_and_a_local_primary() {
+    let shared = PgServer::shared().await.expect("shared");
+    if shared.kind() != ServerKind::LocalCluster {
+        let err = shared
+            .start_standby(StandbyOptions::default())
+            .await
+            .unwrap_err();
+        assert!(matches!(err, HarnessError::NotLocal { .. }), "{err}");
+        assert!(shared.promote().await.is_err());
+        assert!(shared.kill().is_err());
+        return;
+    }
+    // The shared cluster runs the test settings (full_page_writes=off).
+    let err = shared
+        .start_standby(StandbyOptions::default())
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("full_page_writes=on"), "{err}");
 }
 
 #[test]

@@ -6,9 +6,18 @@
 --
 -- It also moves history_horizon past the slot's newest job id, so a lookup
 -- of a job that is no longer anywhere can say its history was pruned, and
--- when, instead of "no such job".
+-- when, instead of "no such job". A slot that is not one of the queue
+-- ring's is refused (22023).
 CREATE OR REPLACE FUNCTION {schema}.history_retire_slot(p_slot integer)
-RETURNS void LANGUAGE sql AS $fn$
+RETURNS void LANGUAGE plpgsql AS $fn$
+#variable_conflict use_column
+BEGIN
+    -- A slot of this ring (ring_slot_count refuses an unknown ring).
+    IF p_slot IS NULL OR p_slot NOT BETWEEN 0 AND {schema}.ring_slot_count('queue') - 1 THEN
+        RAISE EXCEPTION 'slot % is not a slot of the % ring', coalesce(p_slot::text, 'NULL'), 'queue'
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'Slots are numbered from 0 to the ring''s slot count - 1 (substrate_info).';
+    END IF;
     WITH moved AS (
         DELETE FROM {schema}.count_deltas d WHERE d.slot = p_slot
         RETURNING d.queue, d.state, d.delta
@@ -25,5 +34,6 @@ RETURNS void LANGUAGE sql AS $fn$
     HAVING max(x.job_id) IS NOT NULL
     ON CONFLICT (singleton) DO UPDATE
        SET pruned_through_job_id = greatest(h.pruned_through_job_id, EXCLUDED.pruned_through_job_id),
-           pruned_at = now()
+           pruned_at = now();
+END
 $fn$;

@@ -1,18 +1,55 @@
 -- HistoryPlane::job. Each part goes through an index on the job id:
 -- live_jobs' branches, terminal_job (not the terminal_jobs view, whose
 -- batch branch a filter cannot reach by index) and dlq_entries.
-SELECT id, queue, kind, args, priority, state, attempt, max_attempts, run_lease,
-       created_at, at, last_error, metadata
-  FROM (SELECT id, queue, kind, args, priority, state, attempt, max_attempts, run_lease,
-               created_at, at, last_error, metadata
-          FROM {schema}.live_jobs WHERE id = $1
-        UNION ALL
-        SELECT t.id, t.queue, t.kind, t.args, t.priority, t.state, t.attempt, t.max_attempts,
-               t.run_lease, t.created_at, t.finalized_at, t.last_error, t.metadata
-          FROM {schema}.terminal_job($1) t
-        UNION ALL
-        SELECT q.job_id, q.queue, q.kind, q.args, q.priority, 'dead_lettered', q.attempt,
-               q.max_attempts, q.run_lease, q.created_at, q.dead_at, q.last_error, q.metadata
-          FROM {schema}.dlq_entries q WHERE q.job_id = $1) j
- ORDER BY run_lease DESC
- LIMIT 1
+--
+-- Then the claim of its latest attempt, while the rings still hold it
+-- (running, or completed since): when it started, which runtime holds or
+-- held it (host and pid from awa.runtimes while it is registered, with how
+-- long ago it last reported itself alive) and the attempt's own heartbeat
+-- (long jobs). Finding a batch by job id scans the claim ring's batch rows
+-- (one per claim call), as cancel does: an operator path.
+WITH j AS (
+    SELECT id, queue, kind, args, priority, state, attempt, max_attempts, run_lease,
+           created_at, at, last_error, metadata, attempts, holder
+      FROM (SELECT id, queue, kind, args, priority, state, attempt, max_attempts, run_lease,
+                   created_at, at, last_error, metadata, attempts, holder
+              FROM {schema}.live_jobs WHERE id = $1
+            UNION ALL
+            SELECT t.id, t.queue, t.kind, t.args, t.priority, t.state, t.attempt, t.max_attempts,
+                   t.run_lease, t.created_at, t.finalized_at, t.last_error, t.metadata, t.attempts,
+                   NULL::uuid
+              FROM {schema}.terminal_job($1) t
+            UNION ALL
+            SELECT q.job_id, q.queue, q.kind, q.args, q.priority, 'dead_lettered', q.attempt,
+                   q.max_attempts, q.run_lease, q.created_at, q.dead_at, q.last_error, q.metadata,
+                   q.attempts, NULL::uuid
+              FROM {schema}.dlq_entries q WHERE q.job_id = $1) u
+     ORDER BY run_lease DESC
+     LIMIT 1
+),
+claim AS (
+    SELECT c.claimed_at, c.instance_id, c.heartbeat_at
+      FROM (SELECT b.claimed_at, b.instance_id,
+                   (SELECT max(l.heartbeat_at) FROM {schema}.leases l
+                     WHERE l.job_id = j.id AND l.run_lease = j.run_lease) AS heartbeat_at
+              FROM j
+              JOIN {schema}.claim_batches b ON j.id = ANY (b.job_ids)
+             WHERE j.state IN ('running', 'completed')
+               AND b.run_leases[array_position(b.job_ids, j.id)] = j.run_lease
+            UNION ALL
+            SELECT p.claimed_at, p.instance_id, p.heartbeat_at
+              FROM j
+              JOIN {schema}.parked_attempts p ON p.job_id = j.id AND p.run_lease = j.run_lease
+             WHERE j.state = 'running') c
+     LIMIT 1
+)
+SELECT j.id, j.queue, j.kind, j.args, j.priority, j.state, j.attempt, j.max_attempts,
+       j.run_lease, j.created_at, j.at, j.last_error, j.metadata, j.attempts,
+       coalesce(j.holder, CASE WHEN j.state = 'running' THEN c.instance_id END) AS holder,
+       c.claimed_at AS claim_started_at, c.instance_id AS claim_instance,
+       c.heartbeat_at AS attempt_heartbeat_at,
+       r.host AS claim_host, r.pid AS claim_pid, r.last_seen_at AS claim_seen_at,
+       extract(epoch FROM now() - r.last_seen_at)::float8 AS claim_age_secs
+  FROM j
+  LEFT JOIN claim c ON true
+  LEFT JOIN awa.runtimes r ON r.instance_id = c.instance_id

@@ -1,15 +1,19 @@
 -- awa.install_history_plane(schema, queue_slots)
 --
--- Terminal history, in two shapes that share the queue ring (slot k's
--- history goes when slot k is reclaimed, which is what makes the retention
--- window "slot count x rotation interval"):
+-- Terminal history. Completions share the queue ring (slot k's history
+-- goes when slot k is reclaimed, which is what makes the retention window
+-- "slot count x rotation interval"), in two shapes:
 --   done_batches: the hot path. One row per finish call, queue slot and
 --     queue, listing the jobs it completed whose bodies are in that slot's
 --     ready entries (not copied). A batch of 100 completions is one row.
---   done_entries: one row per job, for failures, cancellations and
---     completions whose body is not in the slot (parked attempts, a job
---     cancelled while deferred): the body is copied into the row then.
--- terminal_jobs reads both and returns one row per terminal job.
+--   done_entries: one row per job, for completions whose body is not in
+--     the slot (parked attempts): the body is copied into the row then.
+-- Failures and cancellations are kept apart, for days (ADR 11):
+--   failure_entries: one row per failed or cancelled job with its body
+--     and attempt records, outside the rings, kept for the substrate's
+--     failure_retention (the leader's failure_retention task deletes
+--     older rows) and deleted at once when an operator retries the job.
+-- terminal_jobs reads all three and returns one row per terminal job.
 CREATE OR REPLACE FUNCTION awa.install_history_plane(p_schema text, p_queue_slots integer)
 RETURNS void LANGUAGE plpgsql SECURITY INVOKER AS $fn$
 DECLARE
@@ -28,7 +32,9 @@ BEGIN
             -- created_at, metadata): these rows are rare, and carrying the
             -- body spares the read views a lookup by id.
             body         jsonb       NOT NULL,
-            last_error   text
+            last_error   text,
+            -- Records of every attempt, the completing one included (ADR 11).
+            attempts     jsonb
         ) PARTITION BY LIST (slot)$ddl$, p_schema);
     FOR i IN 0 .. p_queue_slots - 1 LOOP
         EXECUTE format('CREATE TABLE IF NOT EXISTS %1$I.%2$I PARTITION OF %1$I.done_entries FOR VALUES IN (%3$s)',
@@ -61,6 +67,40 @@ BEGIN
     -- job dump / list by id: which batches may hold a job (one entry per
     -- batch row, not per job).
     EXECUTE format('CREATE INDEX IF NOT EXISTS done_batches_jobs_idx ON %1$I.done_batches USING gist (int8range(lo_job_id, hi_job_id, ''[]''))', p_schema);
+
+    -- Failed and cancelled jobs, kept for failure_retention whatever the
+    -- ring does. An ordinary table: one insert per failure and one delete
+    -- a retention later (or when the job is retried), so its churn follows
+    -- the failures, never the job stream. At most one row per job: a job
+    -- is terminal once until an operator retries it, which deletes the row.
+    EXECUTE format($ddl$
+        CREATE TABLE IF NOT EXISTS %1$I.failure_entries (
+            job_id       bigint      PRIMARY KEY,
+            run_lease    bigint      NOT NULL,
+            queue        text        NOT NULL,
+            state        text        NOT NULL CHECK (state IN ('failed', 'cancelled')),
+            attempt      integer     NOT NULL,
+            priority     smallint    NOT NULL,
+            kind         text        NOT NULL,
+            args         jsonb       NOT NULL,
+            max_attempts integer     NOT NULL,
+            created_at   timestamptz NOT NULL,
+            finalized_at timestamptz NOT NULL DEFAULT now(),
+            -- Released when the job ended; a retry takes it again.
+            unique_key   text,
+            metadata     jsonb,
+            last_error   text,
+            attempts     jsonb
+        )$ddl$, p_schema);
+    -- Retention deletes the oldest first.
+    EXECUTE format('CREATE INDEX IF NOT EXISTS failure_entries_finalized_idx ON %1$I.failure_entries (finalized_at)', p_schema);
+    -- Bulk retry and lists by queue and state (`awa job retry --queue Q
+    -- --state failed`).
+    EXECUTE format('CREATE INDEX IF NOT EXISTS failure_entries_queue_idx ON %1$I.failure_entries (queue, state, finalized_at)', p_schema);
+    -- Finding failures by what their args contain (`--args-contains`):
+    -- days of failures would make that a long scan; the index costs only
+    -- the failure path.
+    EXECUTE format('CREATE INDEX IF NOT EXISTS failure_entries_args_idx ON %1$I.failure_entries USING gin (args jsonb_path_ops)', p_schema);
 
     -- Exact counts without counting rows: terminal transitions append deltas
     -- in the queue-ring slot of the job's terminal fact; retiring a slot
@@ -98,7 +138,10 @@ BEGIN
         )$ddl$, p_schema);
 
     -- The public read view: terminal facts hydrated with their bodies, one
-    -- row per terminal job whichever shape its fact has.
+    -- row per terminal job whichever shape its fact has. attempts: the
+    -- job's attempt records (ADR 11); a completion from a batch gets its
+    -- completing attempt derived from the batch (number and end), which is
+    -- all a completion writes. ring_slot: NULL for a kept failure.
     EXECUTE format($ddl$
         CREATE OR REPLACE VIEW %1$I.terminal_jobs AS
         SELECT d.job_id                                AS id,
@@ -114,7 +157,8 @@ BEGIN
                d.finalized_at,
                d.last_error,
                d.body -> 'metadata'                    AS metadata,
-               d.slot                                  AS ring_slot
+               d.slot                                  AS ring_slot,
+               d.attempts
           FROM %1$I.done_entries d
          -- A retired slot is gone for every snapshot that sees its marker.
          WHERE NOT EXISTS (SELECT 1 FROM %1$I.ring_retirements x
@@ -122,7 +166,9 @@ BEGIN
         UNION ALL
         SELECT u.job_id, b.queue, r.kind, r.args, r.priority, 'completed'::text, u.attempt,
                r.max_attempts, u.run_lease, r.created_at, b.finalized_at, NULL::text, r.metadata,
-               b.slot
+               b.slot,
+               coalesce(r.attempts, '[]'::jsonb) || jsonb_build_array(jsonb_build_object(
+                   'attempt', u.attempt, 'ended_at', b.finalized_at, 'outcome', 'completed'))
           FROM %1$I.done_batches b
          CROSS JOIN LATERAL unnest(b.job_ids, b.run_leases, b.attempts, b.ready_seqs,
                                    b.priorities, b.shards)
@@ -137,6 +183,12 @@ BEGIN
                  LIMIT 1) r ON true
          WHERE NOT EXISTS (SELECT 1 FROM %1$I.ring_retirements x
                             WHERE x.ring = 'queue' AND x.slot = b.slot)
+        UNION ALL
+        -- Kept failures are outside the rings: no retirement hides them.
+        SELECT f.job_id, f.queue, f.kind, f.args, f.priority, f.state, f.attempt,
+               f.max_attempts, f.run_lease, f.created_at, f.finalized_at, f.last_error,
+               f.metadata, NULL::integer, f.attempts
+          FROM %1$I.failure_entries f
     $ddl$, p_schema);
 END
 $fn$;

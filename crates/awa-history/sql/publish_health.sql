@@ -1,10 +1,12 @@
 -- HistoryPlane::publish_health: measure every queue of this substrate and
 -- overwrite its row in awa.queue_health. $1 is the substrate's schema name.
+-- `running` there counts every claimed job (running or buffered): the
+-- health row says how much work workers hold, not how much has started.
 INSERT INTO awa.queue_health AS h
        (schema_name, queue, available, running, deferred, oldest_available_secs, measured_at)
 SELECT $1, j.queue,
        count(*) FILTER (WHERE j.state = 'available'),
-       count(*) FILTER (WHERE j.state = 'running'),
+       count(*) FILTER (WHERE j.state IN ('running', 'buffered')),
        count(*) FILTER (WHERE j.state IN ('scheduled', 'retryable', 'snoozed')),
        extract(epoch FROM now() - min(j.at) FILTER (WHERE j.state = 'available')),
        now()

@@ -8,12 +8,15 @@ use chrono::{DateTime, Utc};
 use sqlx::{PgConnection, Row};
 
 /// Which jobs a page lists; `None` fields match any job.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct JobFilter {
     pub queue: Option<QueueName>,
     pub state: Option<JobState>,
     /// Checked with `NewJob::check_kind` by the caller.
     pub kind: Option<String>,
+    /// Only jobs whose args contain this JSON (jsonb `@>`: `{"user": 42}`
+    /// matches any args with that key and value).
+    pub args_contains: Option<serde_json::Value>,
     /// Only jobs with a smaller id (the previous page's last id).
     pub before: Option<JobId>,
 }
@@ -46,6 +49,7 @@ impl PgHistoryPlane {
         .bind(filter.queue.as_ref().map(QueueName::as_str))
         .bind(filter.state.map(JobState::as_str))
         .bind(filter.kind.as_deref())
+        .bind(filter.args_contains.as_ref())
         .bind(filter.before.map(|id| id.0))
         .bind(limit)
         .fetch_all(conn)

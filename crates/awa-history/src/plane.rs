@@ -15,6 +15,7 @@ pub struct JobView {
     pub queue: String,
     pub kind: String,
     pub args: serde_json::Value,
+    /// 1 runs first, 4 last.
     pub priority: i16,
     pub state: JobState,
     pub attempt: i32,
@@ -25,7 +26,16 @@ pub struct JobView {
     /// depending on the state.
     pub at: DateTime<Utc>,
     pub last_error: Option<String>,
+    /// None (null in JSON) when the job was enqueued without metadata,
+    /// whatever its state.
     pub metadata: Option<serde_json::Value>,
+    /// A running job: the runtime that holds it, and how long ago that
+    /// runtime last reported itself alive.
+    pub holder: Option<crate::Holder>,
+    /// One-job reads (`job`, `job_in`): every recorded attempt, oldest
+    /// first, the running one included (ADR 11). Absent from lists.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub attempts: Option<Vec<crate::AttemptRecord>>,
 }
 
 /// How far terminal history has been reclaimed: a job whose terminal fact
@@ -108,7 +118,40 @@ impl PgHistoryPlane {
     }
 }
 
+/// A row of a list (`list_jobs.sql`, `list_jobs_page.sql`).
 pub(crate) fn job_view(row: PgRow) -> JobView {
+    let holder = crate::attempts::holder(&row, "holder");
+    JobView {
+        holder,
+        ..job_fields(&row)
+    }
+}
+
+/// A one-job read (`get_job.sql`): with its attempts and, when it runs,
+/// its holder and the attempt's own heartbeat.
+fn one_job(row: PgRow) -> JobView {
+    let mut job = job_fields(&row);
+    job.attempts = Some(crate::attempts::of_job(
+        &row,
+        job.state.as_str(),
+        job.attempt,
+    ));
+    let holder: Option<uuid::Uuid> = row.get("holder");
+    job.holder = holder.map(|instance_id| {
+        let claimed_by_it = row.get::<Option<uuid::Uuid>, _>("claim_instance") == Some(instance_id);
+        crate::Holder {
+            instance_id,
+            host: claimed_by_it.then(|| row.get("claim_host")).flatten(),
+            pid: claimed_by_it.then(|| row.get("claim_pid")).flatten(),
+            last_seen_at: claimed_by_it.then(|| row.get("claim_seen_at")).flatten(),
+            heartbeat_age_secs: claimed_by_it.then(|| row.get("claim_age_secs")).flatten(),
+            attempt_heartbeat_at: row.get("attempt_heartbeat_at"),
+        }
+    });
+    job
+}
+
+fn job_fields(row: &PgRow) -> JobView {
     let state: String = row.get("state");
     JobView {
         id: JobId(row.get("id")),
@@ -123,7 +166,14 @@ pub(crate) fn job_view(row: PgRow) -> JobView {
         created_at: row.get("created_at"),
         at: row.get("at"),
         last_error: row.get("last_error"),
-        metadata: row.get("metadata"),
+        // A finished job's metadata comes out of its stored body, where a
+        // job enqueued without any holds JSON `null`: the same absence as
+        // a live job's SQL NULL, so shown the same way everywhere.
+        metadata: row
+            .get::<Option<serde_json::Value>, _>("metadata")
+            .filter(|m| !m.is_null()),
+        holder: None,
+        attempts: None,
     }
 }
 
@@ -138,7 +188,7 @@ impl HistoryPlane for PgHistoryPlane {
             .bind(id.0)
             .fetch_optional(conn)
             .await?;
-        Ok(row.map(job_view))
+        Ok(row.map(one_job))
     }
 
     async fn horizon(

@@ -10,11 +10,17 @@
 //! ```ignore
 //! #[derive(serde::Serialize, serde::Deserialize, awa::Job)]
 //! #[awa(kind = "send_welcome", queue = "email", priority = 1, max_attempts = 5)]
+//! #[awa(unique(by_args, period = "10m"))]
 //! struct SendWelcome { user_id: i64 }
 //! ```
 //!
 //! Without `kind`, the kind is the struct's name in snake case
 //! (`SendWelcome` -> `send_welcome`); without `queue`, `default`.
+//! `unique(...)` becomes `Job::unique()` (an `awa::Unique`): any of
+//! `by_queue`, `by_args`, `fields("tenant", ...)`, `period = "10m"`
+//! (humantime syntax, whole seconds) and `states("completed", ...)`;
+//! `unique` alone is unique by kind. Periods and states are checked here,
+//! at compile time, against the same rules `awa_core::Unique` applies.
 
 use proc_macro::TokenStream;
 use quote::quote;
@@ -22,7 +28,9 @@ use syn::{DeriveInput, LitInt, LitStr, parse_macro_input};
 
 /// Implement `awa::Job` for a serde struct or enum. Attributes, all
 /// optional, in `#[awa(...)]`: `kind = "..."`, `queue = "..."`,
-/// `priority = N` (1 runs first, 4 last), `max_attempts = N`.
+/// `priority = N` (1 runs first, 4 last), `max_attempts = N`,
+/// `unique(by_queue, by_args, fields("..."), period = "10m",
+/// states("completed", "failed", "cancelled"))`.
 #[proc_macro_derive(Job, attributes(awa))]
 pub fn derive_job(input: TokenStream) -> TokenStream {
     let input = parse_macro_input!(input as DeriveInput);
@@ -41,6 +49,146 @@ struct Attrs {
     queue: Option<LitStr>,
     priority: Option<LitInt>,
     max_attempts: Option<LitInt>,
+    unique: Option<UniqueAttr>,
+}
+
+/// `unique(...)`, checked.
+#[derive(Default)]
+struct UniqueAttr {
+    by_queue: bool,
+    by_args: bool,
+    fields: Vec<String>,
+    /// Whole seconds.
+    period: Option<u64>,
+    states: Option<Vec<String>>,
+}
+
+/// The longest period `awa_core::bounds::UNIQUE_PERIOD` accepts: 366 days.
+const MAX_UNIQUE_PERIOD_SECS: u64 = 366 * 86_400;
+
+/// The final states a key spec may keep (`awa_core::Unique::validate`).
+const KEPT_STATES: [&str; 3] = ["completed", "failed", "cancelled"];
+
+fn parse_unique(meta: &syn::meta::ParseNestedMeta<'_>) -> syn::Result<UniqueAttr> {
+    let mut u = UniqueAttr::default();
+    if meta.input.is_empty() || meta.input.peek(syn::Token![,]) {
+        return Ok(u); // `unique` alone: by kind
+    }
+    meta.parse_nested_meta(|inner| {
+        let key = inner
+            .path
+            .get_ident()
+            .map(|i| i.to_string())
+            .unwrap_or_default();
+        match key.as_str() {
+            "by_kind" => {}
+            "by_queue" => u.by_queue = true,
+            "by_args" => u.by_args = true,
+            "fields" => {
+                for lit in string_list(&inner)? {
+                    let field = lit.value();
+                    if field.is_empty() || field.len() > 255 {
+                        return Err(syn::Error::new(
+                            lit.span(),
+                            "an args field name is 1 to 255 bytes",
+                        ));
+                    }
+                    u.fields.push(field);
+                }
+            }
+            "period" => {
+                let lit: LitStr = inner.value()?.parse()?;
+                let d = humantime::parse_duration(&lit.value()).map_err(|e| {
+                    syn::Error::new(lit.span(), format!("period is not a duration ({e}): use e.g. \"10m\""))
+                })?;
+                if d.subsec_nanos() != 0 || d.as_secs() == 0 || d.as_secs() > MAX_UNIQUE_PERIOD_SECS {
+                    return Err(syn::Error::new(
+                        lit.span(),
+                        "a unique period is whole seconds from 1s to 366days",
+                    ));
+                }
+                u.period = Some(d.as_secs());
+            }
+            "states" => {
+                let mut states = Vec::new();
+                for lit in string_list(&inner)? {
+                    if !KEPT_STATES.contains(&lit.value().as_str()) {
+                        return Err(syn::Error::new(
+                            lit.span(),
+                            "states are final states that keep the key until the period ends: \
+                             \"completed\", \"failed\" or \"cancelled\" (unfinished jobs always hold it)",
+                        ));
+                    }
+                    states.push(lit.value());
+                }
+                u.states = Some(states);
+            }
+            _ => {
+                return Err(inner.error(
+                    "unknown unique option: expected by_kind, by_queue, by_args, fields(...), \
+                     period = \"...\" or states(...)",
+                ));
+            }
+        }
+        Ok(())
+    })?;
+    if u.period.is_none() && u.states.as_ref().is_some_and(|s| !s.is_empty()) {
+        return Err(meta.error(
+            "keeping the key after the job finished (states) needs a period, e.g. period = \"10m\"",
+        ));
+    }
+    Ok(u)
+}
+
+/// `("a", "b")` after an option's name.
+fn string_list(inner: &syn::meta::ParseNestedMeta<'_>) -> syn::Result<Vec<LitStr>> {
+    let content;
+    syn::parenthesized!(content in inner.input);
+    Ok(content
+        .parse_terminated(
+            |input: syn::parse::ParseStream<'_>| input.parse::<LitStr>(),
+            syn::Token![,],
+        )?
+        .into_iter()
+        .collect())
+}
+
+impl UniqueAttr {
+    /// The body of `Job::unique()`.
+    fn tokens(&self) -> proc_macro2::TokenStream {
+        let by_queue = self.by_queue;
+        let by_args = self.by_args;
+        let fields = &self.fields;
+        let period = match self.period {
+            Some(secs) => quote! {
+                ::core::option::Option::Some(::std::time::Duration::from_secs(#secs))
+            },
+            None => quote! { ::core::option::Option::None },
+        };
+        let states = match &self.states {
+            Some(names) => {
+                let states = names.iter().map(|n| {
+                    let variant = match n.as_str() {
+                        "completed" => quote! { Completed },
+                        "failed" => quote! { Failed },
+                        _ => quote! { Cancelled },
+                    };
+                    quote! { ::awa::JobState::#variant }
+                });
+                quote! { ::core::option::Option::Some(::std::vec![#(#states),*]) }
+            }
+            None => quote! { ::core::option::Option::None },
+        };
+        quote! {
+            ::core::option::Option::Some(::awa::Unique {
+                by_queue: #by_queue,
+                by_args: #by_args,
+                fields: ::std::vec![#(::std::string::String::from(#fields)),*],
+                period: #period,
+                states: #states,
+            })
+        }
+    }
 }
 
 fn expand(input: &DeriveInput) -> syn::Result<proc_macro2::TokenStream> {
@@ -76,9 +224,13 @@ fn expand(input: &DeriveInput) -> syn::Result<proc_macro2::TokenStream> {
                     slot_taken(attrs.max_attempts.is_some())?;
                     attrs.max_attempts = Some(meta.value()?.parse()?);
                 }
+                "unique" => {
+                    slot_taken(attrs.unique.is_some())?;
+                    attrs.unique = Some(parse_unique(&meta)?);
+                }
                 _ => {
                     return Err(meta.error(
-                        "unknown awa attribute: expected kind, queue, priority or max_attempts",
+                        "unknown awa attribute: expected kind, queue, priority, max_attempts or unique",
                     ));
                 }
             }
@@ -128,6 +280,15 @@ fn expand(input: &DeriveInput) -> syn::Result<proc_macro2::TokenStream> {
         None => quote! { ::core::option::Option::None },
     };
 
+    let unique = attrs.unique.as_ref().map(|u| {
+        let body = u.tokens();
+        quote! {
+            fn unique() -> ::core::option::Option<::awa::Unique> {
+                #body
+            }
+        }
+    });
+
     let name = &input.ident;
     let (impl_generics, ty_generics, where_clause) = input.generics.split_for_impl();
     Ok(quote! {
@@ -136,6 +297,7 @@ fn expand(input: &DeriveInput) -> syn::Result<proc_macro2::TokenStream> {
             const QUEUE: &'static str = #queue;
             const PRIORITY: ::core::option::Option<i16> = #priority;
             const MAX_ATTEMPTS: ::core::option::Option<i32> = #max_attempts;
+            #unique
         }
     })
 }

@@ -34,9 +34,15 @@
 --   runtime_storage_backends  SIUD  each runtime registers the substrates it
 --                                   uses (upsert, delete what it dropped)
 --   queue_health              SIU   health publish (upsert), clear idle
---   job_uniques               SID   enqueue claims a key; finish/cancel
---                                   release it (database-wide: every
---                                   substrate's functions use this table)
+--   queue_minutes             SIUD  health task: activity per minute (upsert),
+--                                   rows older than two hours deleted
+--   job_uniques               SIUD  enqueue claims a key (U: takes over a
+--                                   row past its period, FOR UPDATE);
+--                                   finish/cancel release it (D) or mark it
+--                                   finished (U) when a key spec keeps it;
+--                                   the leader's unique_prune deletes rows
+--                                   past their period (database-wide:
+--                                   every substrate's functions use it)
 --   job_id_seq (sequence)     USAGE enqueue (nextval); never setval
 --                                   (database-wide, like job_uniques)
 -- Substrate tables (in the substrate's schema):
@@ -44,7 +50,11 @@
 --   ring_ledger               SI    rotate appends generation + 1 (the
 --                                   primary key is the compare-and-swap);
 --                                   every writer reads its current slot.
---                                   Never U/D: the ledger is append-only
+--                                   Never U/D: the ledger is append-only,
+--                                   and its trigger (ring_ledger_chain)
+--                                   accepts only a row ring_rotate would
+--                                   write: the next slot, dated now(), off
+--                                   a fresh slot onto an empty one
 --   ring_retirements          SID   prune: retire marker, dropped after
 --                                   truncate or un-retire; terminal_jobs
 --   ring_outcomes             SIU   rotate/prune outcome upsert; status
@@ -60,6 +70,10 @@
 --   parked_attempts           SIUD  prune parks long attempts (exec_park);
 --                                   heartbeat updates; finish deletes (the
 --                                   guard of a parked attempt); rescue reads
+--   worker_buffers            SIUD  each worker engine upserts the jobs it
+--                                   holds buffered, deletes its row when it
+--                                   stops and expired rows when it starts;
+--                                   the read views read it
 --   exec_settings             SIU   rescue publishes its bound (upsert);
 --                                   workers read it for their cadence
 --   history_horizon           SIU   prune moves it on retirement (upsert);
@@ -68,11 +82,16 @@
 --                                   dlq retry locks the entries it moves
 --                                   (FOR UPDATE needs U), dlq
 --                                   retry/purge/retention delete
+--   failure_entries           SIUD  finish/cancel keep failed and
+--                                   cancelled jobs (insert; the upsert
+--                                   needs U); retry on demand locks them
+--                                   (FOR UPDATE needs U) and deletes; the
+--                                   failure_retention task deletes
 --   count_rollups             SIU   prune folds deltas (upsert); stats
 --   ready_entries             SI    ready_append (enqueue, promote, dlq
 --                                   retry); claim/finish/views read
 --   ready_tombstones          SI    cancel of a waiting job
---   done_entries              SI    finish/cancel terminal facts
+--   done_entries              SI    finish: completions of parked attempts
 --   done_batches              SI    finish (completions, one row per call
 --                                   and slot); views read
 --   count_deltas              SID   finish/cancel; prune folds (delete)
@@ -95,7 +114,10 @@
 -- templates in awa.substrate_functions define) and on nothing else: the
 -- installers (awa.install_*), this function and any other function in
 -- schema awa or the substrate are revoked from the role and from PUBLIC
--- (PostgreSQL grants EXECUTE to PUBLIC by default).
+-- (PostgreSQL grants EXECUTE to PUBLIC by default). Each runtime function
+-- refuses arguments outside awa_core::bounds itself (SQLSTATE 22023, before
+-- it writes anything), since the role may call any of them by hand
+-- (tests/sql_bounds.rs).
 -- Schemas: USAGE on awa and the substrate; never CREATE.
 --
 -- Every relation of schema awa and of the substrate must be classified
@@ -126,7 +148,8 @@ DECLARE
         ['control',   'storage_draining',         'SELECT, DELETE'],
         ['control',   'runtime_storage_backends', 'SELECT, INSERT, UPDATE, DELETE'],
         ['control',   'queue_health',             'SELECT, INSERT, UPDATE'],
-        ['control',   'job_uniques',              'SELECT, INSERT, DELETE'],
+        ['control',   'queue_minutes',            'SELECT, INSERT, UPDATE, DELETE'],
+        ['control',   'job_uniques',              'SELECT, INSERT, UPDATE, DELETE'],
         ['control',   'job_id_seq',               'USAGE'],
         ['substrate', 'substrate_info',           'SELECT'],
         ['substrate', 'ring_ledger',              'SELECT, INSERT'],
@@ -137,9 +160,11 @@ DECLARE
         ['substrate', 'deferred_jobs',            'SELECT, INSERT, UPDATE, DELETE'],
         ['substrate', 'attempt_state',            'SELECT, INSERT, UPDATE, DELETE'],
         ['substrate', 'parked_attempts',          'SELECT, INSERT, UPDATE, DELETE'],
+        ['substrate', 'worker_buffers',           'SELECT, INSERT, UPDATE, DELETE'],
         ['substrate', 'exec_settings',            'SELECT, INSERT, UPDATE'],
         ['substrate', 'history_horizon',          'SELECT, INSERT, UPDATE'],
         ['substrate', 'dlq_entries',              'SELECT, INSERT, UPDATE, DELETE'],
+        ['substrate', 'failure_entries',          'SELECT, INSERT, UPDATE, DELETE'],
         ['substrate', 'count_rollups',            'SELECT, INSERT, UPDATE'],
         ['substrate', 'ready_entries',            'SELECT, INSERT'],
         ['substrate', 'ready_tombstones',         'SELECT, INSERT'],

@@ -18,6 +18,18 @@ pub enum MaintError {
     NotMigrated,
 
     #[error(
+        "the database is at schema version {found}, older than the {known} this binary needs; \
+         run `awa migrate` with this binary (see the README's section on upgrades)"
+    )]
+    SchemaTooOld { found: i32, known: i32 },
+
+    #[error(
+        "no migration steps from version {from} to {to}: versions run from 1 to {known}, \
+         forward only (--from N --to M with 0 <= N < M <= {known}; 0 is an empty database)"
+    )]
+    StepRange { from: i32, to: i32, known: i32 },
+
+    #[error(
         "the default substrate `awa` cannot be reset: its schema also holds the migration and \
          transition metadata. Restore from a backup and rerun migrations for a full rebuild, or \
          prepare a custom schema with --schema NAME"
@@ -59,6 +71,10 @@ pub enum MaintError {
     /// password.
     #[error(transparent)]
     Url(#[from] awa_core::conninfo::UrlError),
+
+    /// No listed host gave a usable session (see [`crate::connect`]).
+    #[error("could not connect: {0}")]
+    Connect(#[from] crate::connect::ConnectError),
 
     #[error("could not write the migration files: {0}")]
     Io(#[from] std::io::Error),

@@ -2,7 +2,18 @@
 //! lock held on a connection dedicated to it (never a pooled one, which
 //! could go back to the pool still holding the lock). That connection is
 //! opened with the pool's own connect options (same server, role and TLS
-//! settings), so a candidate needs nothing but the pool.
+//! settings), so a candidate needs nothing but the pool; a pool made by
+//! [`crate::connect::pool`] from a host list has its options moved to the
+//! new primary after a failover, and the candidate follows at its next try.
+//! A session on a standby is never a candidate: advisory locks work on a
+//! hot standby, where they exclude nobody on the primary, so the lock is
+//! only tried on a server that takes writes.
+//!
+//! Across a failover the lock does not move: advisory locks are not
+//! replicated, so the old leader's lock dies with its server, its check
+//! fails within a check interval and its tasks stop; a candidate then
+//! takes the lock on the new primary and waits the usual two check
+//! intervals before leading.
 //!
 //! While leading, every task runs on its own tokio task. The lock
 //! connection is checked every second; if it is lost, all tasks are
@@ -80,7 +91,10 @@ pub async fn run(
 }
 
 /// Run as a leader candidate until `shutdown` flips to true, maintaining
-/// every substrate the storage routing reads (see [`TaskSet::Routed`]).
+/// every substrate the storage routing reads: the database-wide tasks
+/// once, and each substrate's tasks for every substrate the routing reads,
+/// re-read at every lock check (so within
+/// [`LeaderConfig::check_interval`] of a transition step).
 pub async fn run_routed(
     config: LeaderConfig,
     pool: sqlx::PgPool,
@@ -136,6 +150,15 @@ async fn lead_once(
     )
     .await
     .map_err(|_| MaintError::LeadershipLost("connecting for the leader lock timed out".into()))??;
+    if crate::connect::session_state(&mut conn).await?.read_only {
+        let _ = conn.close().await;
+        return Err(MaintError::LeadershipLost(
+            "the server is read-only (a standby?); maintenance runs only on a server that takes \
+             writes: list the primary in the URL, or every host with \
+             target_session_attrs=read-write"
+                .into(),
+        ));
+    }
     let won: bool = sqlx::query_scalar(include_str!("../sql/leader_try_lock.sql"))
         .fetch_one(&mut conn)
         .await?;

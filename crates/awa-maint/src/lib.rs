@@ -8,6 +8,7 @@
 //! Does not own: any table. Every table is declared by the plane that owns
 //! it; this crate decides only the order in which they are installed.
 
+pub mod connect;
 pub mod cron;
 mod error;
 pub mod leader;
@@ -16,7 +17,7 @@ pub mod substrate;
 pub mod tasks;
 
 pub use error::MaintError;
-pub use migrate::{LATEST_VERSION, MigrateReport, Migration, migrate, migrations};
+pub use migrate::{LATEST_VERSION, MigrateReport, Migration, migrate, migrate_to, migrations};
 
 /// A fresh, migrated database for one test (feature `test-support`).
 #[cfg(feature = "test-support")]

@@ -522,6 +522,7 @@ async fn racing_finishers_of_one_batch_finish_each_item_once() {
                       WHERE $1 = ANY (b.job_ids)
                      UNION ALL SELECT 'deferred', reason || ':' || run_lease FROM awa.deferred_jobs WHERE job_id = $1
                      UNION ALL SELECT 'done', state || ':' || run_lease FROM awa.done_entries WHERE job_id = $1
+                     UNION ALL SELECT 'failure', state || ':' || run_lease FROM awa.failure_entries WHERE job_id = $1
                      UNION ALL SELECT 'item', array_position(b.job_ids, $1)::text FROM awa.claim_batches b WHERE $1 = ANY (b.job_ids)",
                 )
                 .bind(id.0)

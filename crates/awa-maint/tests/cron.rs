@@ -347,3 +347,302 @@ async fn bad_schedules_write_nothing_and_run_now_enqueues_a_manual_job() {
             .is_none()
     );
 }
+
+// ---------------------------------------------------------------------------
+// Ticks are whole seconds, each fired once, whatever the pass cadence and
+// the clock's fractions: a property over random sub-second instants.
+// ---------------------------------------------------------------------------
+
+/// Jobs per tick of `schedule`: the whole second each job's recorded tick
+/// falls in, and how many jobs name that second. A tick fired twice shows
+/// up here even when the two jobs recorded different fractions of it.
+async fn jobs_per_tick(pool: &sqlx::PgPool, schedule: &str) -> BTreeMap<DateTime<Utc>, i64> {
+    let rows: Vec<(DateTime<Utc>, i64)> = sqlx::query_as(
+        "SELECT date_trunc('second', (metadata->'awa_cron'->>'tick')::timestamptz), count(*)
+           FROM awa.jobs WHERE metadata->'awa_cron'->>'schedule' = $1
+          GROUP BY 1 ORDER BY 1",
+    )
+    .bind(schedule)
+    .fetch_all(pool)
+    .await
+    .unwrap();
+    rows.into_iter().collect()
+}
+
+/// The ticks recorded in `schedule`'s jobs, exactly as written.
+async fn recorded_ticks(pool: &sqlx::PgPool, schedule: &str) -> Vec<DateTime<Utc>> {
+    fired_jobs(pool).await.remove(schedule).unwrap_or_default()
+}
+
+/// One case: a schedule created at `start` (a random instant with a
+/// random fraction), passes at `start + steps[0]`, `+ steps[1]`, ... (each
+/// a random number of nanoseconds), under both missed-tick policies.
+async fn cadence_case(
+    pool: &sqlx::PgPool,
+    case: usize,
+    expr: &str,
+    start: DateTime<Utc>,
+    steps: &[i64],
+) -> Result<(), String> {
+    let mut conn = pool.acquire().await.map_err(|e| e.to_string())?;
+    let skip = format!("skip-{case}");
+    let catch_up = format!("catch-up-{case}");
+    for (name, missed) in [
+        (&skip, Missed::Skip),
+        (&catch_up, Missed::CatchUp { limit: 1000 }),
+    ] {
+        let s = Schedule {
+            missed,
+            ..Schedule::new(name.as_str(), expr, "cron", "tick")
+        };
+        cron::upsert(&mut conn, &s)
+            .await
+            .map_err(|e| e.to_string())?;
+        created_at(pool, name, start).await;
+    }
+    let ticks = Ticks::parse(expr, "UTC").unwrap();
+    let mut now = start;
+    for step in steps {
+        now += Duration::nanoseconds(*step);
+        awa_maint::cron::fire_due(pool, &schema(), now)
+            .await
+            .map_err(|e| e.to_string())?;
+        // After each pass both schedules have fired the latest tick at or
+        // before `now` (if any tick came after the creation).
+        let latest = ticks.due(start, now, 1).first().copied();
+        let stored = cron::list(&mut conn, false)
+            .await
+            .map_err(|e| e.to_string())?;
+        for name in [&skip, &catch_up] {
+            let last = stored
+                .iter()
+                .find(|s| &s.schedule.name == name)
+                .and_then(|s| s.last_tick);
+            if last != latest {
+                return Err(format!(
+                    "{name} at {now}: last tick {last:?}, want the latest due {latest:?}"
+                ));
+            }
+        }
+    }
+    // Every tick of the expression in (start, now], each a whole second.
+    let mut want = Vec::new();
+    let mut t = start;
+    while let Some(next) = ticks.next_after(t) {
+        if next > now {
+            break;
+        }
+        want.push(next);
+        t = next;
+    }
+    for name in [&skip, &catch_up] {
+        let per_tick = jobs_per_tick(pool, name).await;
+        if let Some((tick, n)) = per_tick.iter().find(|(_, n)| **n != 1) {
+            return Err(format!("{name}: {n} jobs for the tick {tick}"));
+        }
+        let recorded = recorded_ticks(pool, name).await;
+        if let Some(t) = recorded.iter().find(|t| t.timestamp_subsec_nanos() != 0) {
+            return Err(format!("{name}: tick {t} is not a whole second"));
+        }
+        if let Some(t) = recorded.iter().find(|t| !want.contains(t)) {
+            return Err(format!("{name}: {t} is not a tick in ({start}, {now}]"));
+        }
+        if name == &catch_up && recorded != want {
+            return Err(format!(
+                "{name}: fired {recorded:?}, want every tick {want:?}"
+            ));
+        }
+    }
+    for name in [&skip, &catch_up] {
+        cron::remove(&mut conn, name)
+            .await
+            .map_err(|e| e.to_string())?;
+    }
+    Ok(())
+}
+
+#[test]
+fn each_whole_second_tick_fires_once_whatever_the_cadence_and_fractions() {
+    use proptest::prelude::*;
+    use proptest::test_runner::{Config, TestCaseError, TestRunner};
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let db = rt.block_on(awa_maint::migrated_test_db()).unwrap();
+    let pool = rt.block_on(db.pool()).unwrap();
+    let cases = std::env::var("AWA_CRON_PROPTEST_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(16);
+    let mut runner = TestRunner::new(Config {
+        cases,
+        failure_persistence: None,
+        ..Config::default()
+    });
+    let case = std::sync::atomic::AtomicUsize::new(0);
+    let strategy = (
+        prop_oneof![
+            Just("* * * * * *"),
+            Just("*/7 * * * * *"),
+            Just("* * * * *"),
+            Just("15,45 * * * * *"),
+        ],
+        // A start anywhere in a day of 2026, with any fraction.
+        0i64..86_400,
+        0i64..1_000_000_000,
+        // Passes 1 ms to 2.5 s apart (16 cases by default; more with
+        // AWA_CRON_PROPTEST_CASES=200), with any fraction: several inside
+        // one second, and some slower than an every-second schedule.
+        proptest::collection::vec(1_000_000i64..2_500_000_000, 5..40),
+    );
+    let result = runner.run(&strategy, |(expr, secs, nanos, steps)| {
+        let n = case.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let start = utc(2026, 5, 1, 0, 0) + Duration::seconds(secs) + Duration::nanoseconds(nanos);
+        rt.block_on(cadence_case(&pool, n, expr, start, &steps))
+            .map_err(TestCaseError::fail)
+    });
+    if let Err(e) = result {
+        panic!("{e}");
+    }
+}
+
+// ---------------------------------------------------------------------------
+// One schedule that cannot fire never silences the others.
+// ---------------------------------------------------------------------------
+
+/// Each schedule's recorded error, by name.
+async fn errors(conn: &mut sqlx::PgConnection) -> BTreeMap<String, Option<String>> {
+    cron::list(conn, false)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|s| (s.schedule.name, s.error))
+        .collect()
+}
+
+async fn error_since(pool: &sqlx::PgPool, name: &str) -> Option<DateTime<Utc>> {
+    sqlx::query_scalar("SELECT error_since FROM awa.cron_jobs WHERE name = $1")
+        .bind(name)
+        .fetch_one(pool)
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn a_schedule_that_cannot_fire_is_skipped_with_its_error_and_the_others_keep_firing() {
+    let db = awa_maint::migrated_test_db().await.unwrap();
+    let pool = db.pool().await.unwrap();
+    let mut conn = pool.acquire().await.unwrap();
+    let start = utc(2026, 6, 1, 0, 0);
+    // Valid when written (5 KB of args)...
+    let big = Schedule {
+        args: serde_json::json!({ "blob": "x".repeat(5000) }),
+        ..Schedule::new("a-big", "* * * * *", "cron", "tick")
+    };
+    let small = Schedule::new("b-small", "* * * * *", "cron", "tick");
+    for s in [&big, &small] {
+        cron::upsert(&mut conn, s).await.unwrap();
+        created_at(&pool, &s.name, start).await;
+    }
+    // ...and rows no client validated: the runtime role may write
+    // cron_jobs by SQL. Each sorts before b-small, so each is met first.
+    for (name, expr, zone, queue, args) in [
+        (
+            "a-huge",
+            "* * * * *",
+            "UTC",
+            "cron",
+            "jsonb_build_object('blob', repeat('x', 3 * 1024 * 1024))",
+        ),
+        ("a-bad-expr", "not a cron", "UTC", "cron", "'{}'"),
+        ("a-bad-zone", "* * * * *", "Mars/Olympus", "cron", "'{}'"),
+        ("a-bad-queue", "* * * * *", "UTC", "Bad Queue", "'{}'"),
+        ("a-never", "0 0 30 2 *", "UTC", "cron", "'{}'"),
+    ] {
+        sqlx::query(sqlx::AssertSqlSafe(format!(
+            "INSERT INTO awa.cron_jobs (name, cron_expr, timezone, queue, kind, args, fire_from)
+             VALUES ($1, $2, $3, $4, 'tick', {args}, $5)"
+        )))
+        .bind(name)
+        .bind(expr)
+        .bind(zone)
+        .bind(queue)
+        .bind(start)
+        .execute(&pool)
+        .await
+        .unwrap();
+    }
+    // Then the operator lowers the size limit under a-big's args.
+    sqlx::query("UPDATE awa.substrate_info SET max_job_bytes = 4096")
+        .execute(&pool)
+        .await
+        .unwrap();
+
+    let first = start + Duration::minutes(1) + Duration::milliseconds(250);
+    let fired = awa_maint::cron::fire_due(&pool, &schema(), first)
+        .await
+        .expect("a pass with failing schedules still succeeds");
+    let names: Vec<&str> = fired.iter().map(|f| f.schedule.as_str()).collect();
+    assert_eq!(names, vec!["b-small"], "{fired:?}");
+    let errs = errors(&mut conn).await;
+    for (name, quoted) in [
+        ("a-big", "over the limit of 4096"),
+        ("a-huge", "over the limit"),
+        ("a-bad-expr", "not a cron"),
+        ("a-bad-zone", "Mars/Olympus"),
+        ("a-bad-queue", "Bad Queue"),
+        ("a-never", "never fire"),
+    ] {
+        let err = errs[name]
+            .as_deref()
+            .unwrap_or_else(|| panic!("{name}: no error recorded"));
+        assert!(
+            err.contains(quoted),
+            "{name}: {err:?} should mention {quoted:?}"
+        );
+    }
+    assert_eq!(errs["b-small"], None);
+    let big_since = error_since(&pool, "a-big").await.expect("error_since");
+
+    // Every later pass: b-small keeps firing; the errors stay, unrewritten.
+    let second = first + Duration::minutes(1);
+    let fired = awa_maint::cron::fire_due(&pool, &schema(), second)
+        .await
+        .unwrap();
+    assert_eq!(fired.len(), 1, "{fired:?}");
+    assert_eq!(fired[0].schedule, "b-small");
+    assert_eq!(
+        error_since(&pool, "a-big").await,
+        Some(big_since),
+        "rewritten every pass"
+    );
+
+    // Fixed (the limit raised again): a-big fires and its error clears;
+    // the others still fail alone.
+    sqlx::query("UPDATE awa.substrate_info SET max_job_bytes = 1048576")
+        .execute(&pool)
+        .await
+        .unwrap();
+    let third = second + Duration::minutes(1);
+    let fired = awa_maint::cron::fire_due(&pool, &schema(), third)
+        .await
+        .unwrap();
+    let mut names: Vec<&str> = fired.iter().map(|f| f.schedule.as_str()).collect();
+    names.sort();
+    assert_eq!(names, vec!["a-big", "b-small"], "{fired:?}");
+    let errs = errors(&mut conn).await;
+    assert_eq!(errs["a-big"], None);
+    assert_eq!(error_since(&pool, "a-big").await, None);
+    assert!(errs["a-huge"].is_some() && errs["a-bad-zone"].is_some());
+    // Changing a schedule clears its error (it described the old one).
+    let fixed = Schedule::new("a-bad-zone", "* * * * *", "cron", "tick");
+    assert_eq!(
+        cron::upsert(&mut conn, &fixed).await.unwrap(),
+        cron::Upserted::Updated
+    );
+    assert_eq!(errors(&mut conn).await["a-bad-zone"], None);
+    // b-small fired each tick once through all of it.
+    assert_eq!(jobs_per_tick(&pool, "b-small").await.len(), 3);
+}

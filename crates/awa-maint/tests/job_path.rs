@@ -105,17 +105,51 @@ async fn fifo_within_a_lane_and_priority_order() {
     let ids = enqueue(&pool, &jobs).await;
     let claimed = claim_all(&pool, "order", 7, 30).await;
     assert_eq!(claimed.len(), 30);
-    // Higher priority first; within a priority, enqueue order.
+    // Priority 1 first; within a priority, enqueue order.
     let mut expected: Vec<(i16, JobId)> = jobs
         .iter()
         .zip(&ids)
         .map(|(j, id)| (j.priority.get(), *id))
         .collect();
-    expected.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+    expected.sort_by(|a, b| a.0.cmp(&b.0).then(a.1.cmp(&b.1)));
     let got: Vec<(i16, JobId)> = claimed
         .iter()
         .map(|c| (c.priority, c.token.job_id))
         .collect();
+    assert_eq!(got, expected);
+}
+
+/// The SQL producer (`awa.enqueue`, docs/sql-producer.md) with mixed
+/// priorities: 1 runs first, 4 last, enqueue order within a priority.
+#[tokio::test]
+async fn sql_producer_jobs_run_priority_one_first() {
+    let (_db, pool) = setup().await;
+    let mixed: [i16; 9] = [4, 2, 1, 4, 2, 1, 4, 2, 1];
+    let args: Vec<serde_json::Value> = (0..mixed.len())
+        .map(|n| serde_json::json!({ "n": n }))
+        .collect();
+    let n = mixed.len();
+    let ids: Vec<i64> =
+        sqlx::query_scalar("SELECT job_id FROM awa.enqueue($1, $2, $3, $4, $5, $6, $7, $8)")
+            .bind(vec!["sqlprio"; n])
+            .bind(vec!["k"; n])
+            .bind(&args)
+            .bind(mixed.to_vec())
+            .bind(vec![None::<chrono::DateTime<chrono::Utc>>; n])
+            .bind(vec![None::<i32>; n])
+            .bind(vec![None::<String>; n])
+            .bind(vec![None::<serde_json::Value>; n])
+            .fetch_all(&pool)
+            .await
+            .unwrap();
+    // One job per claim, as a worker of concurrency 1 asks for them.
+    let got: Vec<(i16, i64)> = claim_all(&pool, "sqlprio", 1, n)
+        .await
+        .iter()
+        .map(|c| (c.priority, c.token.job_id.0))
+        .collect();
+    let mut expected: Vec<(i16, i64)> = mixed.iter().copied().zip(ids).collect();
+    expected.sort();
     assert_eq!(got, expected);
 }
 
@@ -491,6 +525,16 @@ async fn heartbeat_progress_survives_a_retry() {
         ..Default::default()
     };
     assert!(exec.heartbeat(&mut conn, &c.token, &bad).await.is_err());
+    // A checkpoint jsonb cannot store is refused before SQL, as invalid
+    // input (the connection is not left in an error).
+    let nul = awa_exec::Progress {
+        checkpoint: Some(serde_json::json!({"cursor": "a\u{0}b"})),
+        ..Default::default()
+    };
+    assert!(matches!(
+        exec.heartbeat(&mut conn, &c.token, &nul).await,
+        Err(awa_exec::ExecError::Invalid(_))
+    ));
     drop(conn);
     finish(
         &pool,
@@ -588,12 +632,12 @@ async fn priority_aging_lets_old_low_priority_work_overtake_fresh_high_priority_
     .unwrap();
     drop(conn);
     let mut low = job("aging");
-    low.priority = Priority::new(1).unwrap();
+    low.priority = Priority::new(4).unwrap();
     let old_low = enqueue(&pool, &[low]).await[0];
-    // Three aging steps later the low job counts as priority 4.
+    // Three aging steps later the last-priority job counts as priority 1.
     tokio::time::sleep(Duration::from_millis(1600)).await;
     let mut high = job("aging");
-    high.priority = Priority::new(3).unwrap();
+    high.priority = Priority::new(2).unwrap();
     let fresh_high = enqueue(&pool, &[high]).await[0];
     let order: Vec<JobId> = claim_all(&pool, "aging", 1, 2)
         .await

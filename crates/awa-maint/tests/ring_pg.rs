@@ -153,7 +153,7 @@ impl Pg {
                 &mut self.leader,
                 pg_ring(ring),
                 LOCK_TIMEOUT,
-                Duration::ZERO,
+                awa_core::bounds::ROTATE_INTERVAL.min,
             )
             .await
             .map_err(err)?;
@@ -339,8 +339,20 @@ impl Pg {
             Action::Rescue => {
                 let want = m.rescue();
                 let mut conn = self.pool.acquire().await.map_err(err)?;
+                // Every open attempt abandoned (the model rescues them
+                // all): claimed and heartbeated a day ago, so the shortest
+                // bound rescue accepts (RESCUE_AFTER, 1 s) takes them.
+                sqlx::raw_sql(
+                    "UPDATE prop.claim_batches SET claimed_at = claimed_at - interval '1 day';
+                     UPDATE prop.leases SET heartbeat_at = heartbeat_at - interval '1 day';
+                     UPDATE prop.parked_attempts SET claimed_at = claimed_at - interval '1 day',
+                                                     heartbeat_at = heartbeat_at - interval '1 day'",
+                )
+                .execute(&mut *conn)
+                .await
+                .map_err(err)?;
                 let got = exec
-                    .rescue_stale(&mut conn, Duration::ZERO, 1000)
+                    .rescue_stale(&mut conn, awa_core::bounds::RESCUE_AFTER.min, 1000)
                     .await
                     .map_err(err)?;
                 same("rescued", want.len() as u64, got)?;

@@ -10,7 +10,10 @@ use sqlx::{Connection, PgConnection, PgPool};
 use std::time::Duration;
 
 mod common;
-use common::{claim_all, enqueue_jobs, finish_batch, schema, setup};
+use common::{
+    ROTATE, claim_all, enqueue_jobs, finish_batch, keep_no_history, make_attempts_stale, schema,
+    setup,
+};
 
 const LOCK_TIMEOUT: Duration = Duration::from_millis(100);
 
@@ -46,10 +49,12 @@ async fn rotate(pool: &PgPool, ring: Ring) -> RotateOutcome {
     rings().rotate(&mut conn, ring, "test").await.unwrap()
 }
 
+/// One prune step keeping no history: a sealed slot may go at once.
 async fn prune(pool: &PgPool, ring: Ring) -> PruneOutcome {
+    keep_no_history(pool).await;
     let mut conn = pool.acquire().await.unwrap();
     rings()
-        .prune(&mut conn, ring, LOCK_TIMEOUT, Duration::ZERO)
+        .prune(&mut conn, ring, LOCK_TIMEOUT, ROTATE)
         .await
         .unwrap()
 }
@@ -389,10 +394,10 @@ async fn rescue_retries_an_abandoned_attempt_and_rejects_its_writer() {
         0,
         "not stale yet"
     );
-    tokio::time::sleep(Duration::from_millis(50)).await;
+    make_attempts_stale(&pool).await;
     assert_eq!(
         plane
-            .rescue_stale(&mut conn, Duration::from_millis(10), 100)
+            .rescue_stale(&mut conn, awa_core::bounds::RESCUE_AFTER.min, 100)
             .await
             .unwrap(),
         1

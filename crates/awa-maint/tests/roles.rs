@@ -11,6 +11,19 @@ use sqlx::{ConnectOptions, Connection, PgConnection};
 use std::str::FromStr;
 use std::time::Duration;
 
+/// The shortest rotate interval prune accepts; the tests that prune at
+/// once also keep no history (`keep_no_history`).
+const ROTATE: Duration = awa_core::bounds::ROTATE_INTERVAL.min;
+
+/// As the owner: keep no terminal history in substrate `awa`, so a sealed
+/// queue slot may be retired as soon as it is sealed.
+async fn keep_no_history(admin: &mut PgConnection) {
+    sqlx::query("UPDATE awa.substrate_info SET history_retention = interval '0'")
+        .execute(admin)
+        .await
+        .unwrap();
+}
+
 #[tokio::test]
 async fn the_job_path_and_reclamation_run_under_the_runtime_role() {
     let db = awa_maint::migrated_test_db().await.unwrap();
@@ -25,6 +38,7 @@ async fn the_job_path_and_reclamation_run_under_the_runtime_role() {
     awa_maint::substrate::grant_runtime_role(&mut admin, &role, &SchemaName::default_schema())
         .await
         .unwrap();
+    keep_no_history(&mut admin).await;
     let err = awa_maint::substrate::grant_runtime_role(
         &mut admin,
         "no_such_role_anywhere",
@@ -82,12 +96,7 @@ async fn the_job_path_and_reclamation_run_under_the_runtime_role() {
     ));
     assert_eq!(
         rings
-            .prune(
-                &mut rt,
-                Ring::Queue,
-                Duration::from_millis(200),
-                Duration::ZERO
-            )
+            .prune(&mut rt, Ring::Queue, Duration::from_millis(200), ROTATE)
             .await
             .unwrap(),
         PruneOutcome::Retired { slot: 0 }
@@ -95,12 +104,7 @@ async fn the_job_path_and_reclamation_run_under_the_runtime_role() {
     // Without pg_read_all_stats the snapshot horizon cannot be proven.
     assert!(matches!(
         rings
-            .prune(
-                &mut rt,
-                Ring::Queue,
-                Duration::from_millis(200),
-                Duration::ZERO
-            )
+            .prune(&mut rt, Ring::Queue, Duration::from_millis(200), ROTATE)
             .await
             .unwrap(),
         PruneOutcome::HorizonUnknown { slot: 0, .. }
@@ -113,12 +117,7 @@ async fn the_job_path_and_reclamation_run_under_the_runtime_role() {
     .unwrap();
     assert_eq!(
         rings
-            .prune(
-                &mut rt,
-                Ring::Queue,
-                Duration::from_millis(200),
-                Duration::ZERO
-            )
+            .prune(&mut rt, Ring::Queue, Duration::from_millis(200), ROTATE)
             .await
             .unwrap(),
         PruneOutcome::Pruned { slot: 0 }
@@ -307,6 +306,115 @@ async fn regression_the_runtime_role_cannot_lock_everyone_out() {
     drop_role(&mut admin, &role).await;
 }
 
+/// The ledger as it stands: (ring, generation, slot, rotated_at).
+async fn ledger(
+    conn: &mut PgConnection,
+    schema: &str,
+) -> Vec<(String, i64, i32, chrono::DateTime<chrono::Utc>)> {
+    sqlx::query_as(sqlx::AssertSqlSafe(format!(
+        "SELECT ring, generation, slot, rotated_at FROM {} ORDER BY 1, 2",
+        ident(schema) + ".ring_ledger"
+    )))
+    .fetch_all(conn)
+    .await
+    .unwrap()
+}
+
+#[tokio::test]
+async fn regression_the_runtime_role_cannot_forge_a_rotation() {
+    let db = awa_maint::migrated_test_db().await.unwrap();
+    let (role, options) = login_role(&db, "rt").await;
+    let mut admin = PgConnection::connect(db.url()).await.unwrap();
+    let shape = custom_shape("side");
+    awa_maint::substrate::prepare(&mut admin, &shape, false)
+        .await
+        .unwrap();
+    awa_maint::substrate::grant_runtime_role(&mut admin, &role, &shape.schema)
+        .await
+        .unwrap();
+    let mut rt = options.connect().await.unwrap();
+    let ready = PgReadyPlane::new(shape.schema.clone());
+    let rings = PgRings::new(shape.schema.clone());
+    let q = QueueName::new("forge").unwrap();
+    let forged = |generation: i64, slot: i32, at: &str| {
+        format!(
+            "INSERT INTO side.ring_ledger (ring, generation, slot, rotated_at, rotated_by)
+             VALUES ('queue', {generation}, {slot}, {at}, 'forger')"
+        )
+    };
+    let refused = async |rt: &mut PgConnection, sql: &str, why: &str| {
+        let before = ledger(&mut admin_conn(db.url()).await, "side").await;
+        let err = sqlx::raw_sql(sqlx::AssertSqlSafe(sql.to_string()))
+            .execute(&mut *rt)
+            .await
+            .expect_err(sql);
+        assert!(
+            matches!(sqlstate(&err).as_deref(), Some("23514" | "42501")),
+            "{why}: {sql}: {err}"
+        );
+        assert_eq!(
+            ledger(&mut admin_conn(db.url()).await, "side").await,
+            before,
+            "{why}: the ledger changed"
+        );
+    };
+    // Something written in the current slot, so a rotation is due.
+    ready
+        .enqueue(
+            &mut rt,
+            &[NewJob::new(q.clone(), "t", serde_json::json!({}))],
+        )
+        .await
+        .unwrap();
+    // The reported attack: the right next slot, sealed in 1970, which
+    // ends the sealed slot's history retention at once.
+    refused(
+        &mut rt,
+        &forged(1, 1, "'1970-01-01'"),
+        "a rotation in the past",
+    )
+    .await;
+    refused(
+        &mut rt,
+        &forged(1, 1, "now() + interval '1 day'"),
+        "a rotation in the future",
+    )
+    .await;
+    // Walk the ring round (through ring_rotate) until the next slot is the
+    // first one, which still holds a waiting job.
+    for _ in 0..3 {
+        assert!(matches!(
+            rings.rotate(&mut rt, Ring::Queue, "rt").await.unwrap(),
+            RotateOutcome::Rotated { .. }
+        ));
+        ready
+            .enqueue(
+                &mut rt,
+                &[NewJob::new(q.clone(), "t", serde_json::json!({}))],
+            )
+            .await
+            .unwrap();
+    }
+    assert!(matches!(
+        rings.rotate(&mut rt, Ring::Queue, "rt").await.unwrap(),
+        RotateOutcome::IncomingNotEmpty { .. }
+    ));
+    // Rotating onto live data, at the right time, is refused as
+    // ring_rotate refuses it.
+    refused(
+        &mut rt,
+        &forged(4, 0, "now()"),
+        "a rotation onto a live slot",
+    )
+    .await;
+    rt.close().await.unwrap();
+    drop_role(&mut admin, &role).await;
+}
+
+async fn admin_conn(url: &str) -> PgConnection {
+    PgConnection::connect(url).await.unwrap()
+}
+
 /// What the runtime role may do, relation by relation: the specification
 /// the grants are checked against (crates/awa-maint/sql/grant_runtime_role.sql
 /// says which runtime path needs each). Letters: S(ELECT), I(NSERT),
@@ -323,7 +431,8 @@ const CONTROL: &[(&str, &str)] = &[
     ("storage_draining", "SD"),
     ("runtime_storage_backends", "SIUD"),
     ("queue_health", "SIU"),
-    ("job_uniques", "SID"),
+    ("queue_minutes", "SIUD"),
+    ("job_uniques", "SIUD"),
     ("job_id_seq", "G"),
 ];
 const SUBSTRATE: &[(&str, &str)] = &[
@@ -336,9 +445,11 @@ const SUBSTRATE: &[(&str, &str)] = &[
     ("deferred_jobs", "SIUD"),
     ("attempt_state", "SIUD"),
     ("parked_attempts", "SIUD"),
+    ("worker_buffers", "SIUD"),
     ("exec_settings", "SIU"),
     ("history_horizon", "SIU"),
     ("dlq_entries", "SIUD"),
+    ("failure_entries", "SIUD"),
     ("count_rollups", "SIU"),
     ("ready_entries", "SI"),
     ("ready_tombstones", "SI"),
@@ -700,6 +811,7 @@ async fn every_runtime_path_works_under_the_runtime_role() {
     .execute(&mut admin)
     .await
     .unwrap();
+    keep_no_history(&mut admin).await;
     let q = QueueName::new("paths").unwrap();
     // Queue settings are the owner's to change.
     PgControlPlane
@@ -818,8 +930,14 @@ async fn every_runtime_path_works_under_the_runtime_role() {
             .as_deref(),
         Some("running")
     );
+    // (Abandoned a day ago, as far as rescue can tell: the owner moves
+    // its claim back; rescue refuses a bound under RESCUE_AFTER's 1 s.)
+    sqlx::query("UPDATE awa.claim_batches SET claimed_at = claimed_at - interval '1 day'")
+        .execute(&mut admin)
+        .await
+        .unwrap();
     assert_eq!(
-        exec.rescue_stale(&mut rt, Duration::ZERO, 10)
+        exec.rescue_stale(&mut rt, awa_core::bounds::RESCUE_AFTER.min, 10)
             .await
             .unwrap(),
         1
@@ -873,6 +991,60 @@ async fn every_runtime_path_works_under_the_runtime_role() {
     );
     dlq.prune_expired(&mut rt, 100).await.unwrap();
 
+    // Kept failures (ADR 11): retry one on demand, retry and cancel by
+    // selection (dry run first), the retention pass.
+    let kept = PgHistoryPlane::new(schema.clone());
+    assert_eq!(
+        kept.retry(&mut rt, &[waiting]).await.unwrap().retried,
+        vec![waiting]
+    );
+    let cancelled_far = awa_core::JobSelection {
+        queue: q.clone(),
+        state: Some(awa_core::JobState::Cancelled),
+        kind: Some("t".into()),
+        args_contains: Some(serde_json::json!({ "far": 1 })),
+    };
+    let reads = [schema.clone()];
+    assert_eq!(
+        awa_history::retry_matching(&mut rt, &reads, &cancelled_far, true)
+            .await
+            .unwrap()
+            .matched,
+        1
+    );
+    assert_eq!(
+        awa_history::retry_matching(&mut rt, &reads, &cancelled_far, false)
+            .await
+            .unwrap()
+            .retried,
+        vec![scheduled]
+    );
+    let first = awa_core::JobSelection {
+        queue: q.clone(),
+        state: Some(awa_core::JobState::Available),
+        kind: None,
+        args_contains: Some(serde_json::json!({ "i": 0 })),
+    };
+    assert_eq!(
+        awa_exec::cancel_matching(&mut rt, &reads, &first, true)
+            .await
+            .unwrap()
+            .matched,
+        1
+    );
+    assert_eq!(
+        awa_exec::cancel_matching(&mut rt, &reads, &first, false)
+            .await
+            .unwrap()
+            .cancelled[0]
+            .id,
+        waiting
+    );
+    assert_eq!(kept.prune_failures(&mut rt, 100).await.unwrap(), 0);
+    let job = kept.job(&mut rt, waiting).await.unwrap().unwrap();
+    assert_eq!(job.state, awa_core::JobState::Cancelled);
+    assert!(job.attempts.is_some());
+
     // Reads: dump, list, stats, health, pending, storage status.
     let history = PgHistoryPlane::new(schema.clone());
     assert!(
@@ -911,6 +1083,45 @@ async fn every_runtime_path_works_under_the_runtime_role() {
         .unwrap();
     PgControlPlane.storage_status(&mut rt).await.unwrap();
 
+    // Key specs: a completed job keeps its key (finish marks its row), a
+    // duplicate is told the job, a row past its period is taken over by
+    // the next enqueue, and another is deleted by the unique_prune task
+    // below.
+    let kq = QueueName::new("kept").unwrap();
+    let spec_job = |a: i64| {
+        let mut j = NewJob::new(kq.clone(), "kept", serde_json::json!({ "a": a }));
+        j.unique = Some(awa_core::Unique::by_args().period(Duration::from_secs(3600)));
+        j
+    };
+    let made = ready
+        .enqueue(&mut rt, &[spec_job(1), spec_job(2)])
+        .await
+        .unwrap();
+    let claimed = claim_n(&mut rt, &kq, 2).await;
+    let batch: Vec<_> = claimed
+        .iter()
+        .map(|c| (c.token, awa_exec::Finish::Complete))
+        .collect();
+    assert!(
+        exec.finish(&mut rt, &batch)
+            .await
+            .unwrap()
+            .iter()
+            .all(|f| f.accepted)
+    );
+    let dup = ready.enqueue(&mut rt, &[spec_job(1)]).await.unwrap()[0];
+    assert_eq!((dup.job_id, dup.inserted), (made[0].job_id, false));
+    // The end of the period, set by the owner (the window is unchanged,
+    // so only the row's expiry decides).
+    sqlx::query(
+        "UPDATE awa.job_uniques SET hold_until = now() - interval '1 second'
+          WHERE finished_at IS NOT NULL",
+    )
+    .execute(&mut admin)
+    .await
+    .unwrap();
+    assert!(ready.enqueue(&mut rt, &[spec_job(1)]).await.unwrap()[0].inserted);
+
     // Every maintenance task, one pass each, on a pool of the role; then
     // the leader itself (lock, leader record) on the role's connections.
     let pool = sqlx::postgres::PgPoolOptions::new()
@@ -930,6 +1141,12 @@ async fn every_runtime_path_works_under_the_runtime_role() {
             task.name()
         );
     }
+    let kept: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM awa.job_uniques WHERE finished_at IS NOT NULL")
+            .fetch_one(&mut admin)
+            .await
+            .unwrap();
+    assert_eq!(kept, 0, "unique_prune deleted the row past its period");
     let mut config = awa_maint::leader::LeaderConfig::new();
     config.retry_interval = Duration::from_millis(100);
     config.check_interval = Duration::from_millis(100);
@@ -962,7 +1179,7 @@ async fn every_runtime_path_works_under_the_runtime_role() {
     for ring in [Ring::Queue, Ring::Claim, Ring::Lease] {
         rings.rotate(&mut rt, ring, "rt").await.unwrap();
         rings
-            .prune(&mut rt, ring, Duration::from_millis(200), Duration::ZERO)
+            .prune(&mut rt, ring, Duration::from_millis(200), ROTATE)
             .await
             .unwrap();
     }
@@ -1005,6 +1222,7 @@ async fn evacuation_runs_under_the_runtime_role() {
     awa_maint::substrate::grant_runtime_role(&mut admin, &role, &schema)
         .await
         .unwrap();
+    keep_no_history(&mut admin).await;
     sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
         "GRANT pg_read_all_stats TO {role}"
     )))
@@ -1056,7 +1274,7 @@ async fn evacuation_runs_under_the_runtime_role() {
             for _ in 0..4 {
                 outcomes.push(
                     rings
-                        .prune(&mut rt, ring, Duration::from_millis(200), Duration::ZERO)
+                        .prune(&mut rt, ring, Duration::from_millis(200), ROTATE)
                         .await
                         .unwrap(),
                 );

@@ -10,7 +10,10 @@ use sqlx::{Connection, PgPool};
 use std::time::Duration;
 
 mod common;
-use common::{TERMINAL_FACTS, claim_all, enqueue_jobs, finish_batch, schema, setup};
+use common::{
+    ROTATE, TERMINAL_FACTS, claim_all, enqueue_jobs, finish_batch, keep_no_history,
+    make_attempts_stale, schema, setup,
+};
 
 const LOCK_TIMEOUT: Duration = Duration::from_millis(100);
 
@@ -51,12 +54,13 @@ async fn prune(pool: &PgPool, ring: Ring, rotate_interval: Duration) -> PruneOut
 /// One maintenance pass with history retention 0: rotate every ring, then
 /// prune each until it settles. Returns every prune outcome.
 async fn maintain(pool: &PgPool) -> Vec<PruneOutcome> {
+    keep_no_history(pool).await;
     let mut seen = Vec::new();
     for ring in Ring::ALL {
         let mut conn = pool.acquire().await.unwrap();
         rings().rotate(&mut conn, ring, "test").await.unwrap();
         for _ in 0..8 {
-            let o = prune(pool, ring, Duration::ZERO).await;
+            let o = prune(pool, ring, ROTATE).await;
             let more = matches!(
                 o,
                 PruneOutcome::Retired { .. } | PruneOutcome::Pruned { .. }
@@ -312,8 +316,9 @@ async fn a_parked_attempt_that_stops_heartbeating_is_rescued_and_its_writer_reje
     );
     let exec = PgExecPlane::new(schema());
     let mut conn = pool.acquire().await.unwrap();
+    make_attempts_stale(&pool).await;
     assert_eq!(
-        exec.rescue_stale(&mut conn, Duration::ZERO, 100)
+        exec.rescue_stale(&mut conn, awa_core::bounds::RESCUE_AFTER.min, 100)
             .await
             .unwrap(),
         1
@@ -385,7 +390,7 @@ async fn terminal_history_is_kept_for_its_retention() {
     retention(&mut conn, Some(Duration::from_secs(3600)))
         .await
         .unwrap();
-    let o = prune(&pool, Ring::Queue, Duration::ZERO).await;
+    let o = prune(&pool, Ring::Queue, ROTATE).await;
     assert!(matches!(o, PruneOutcome::Retained { slot: 0, .. }), "{o:?}");
     let kept = count(
         &pool,
@@ -398,7 +403,7 @@ async fn terminal_history_is_kept_for_its_retention() {
 
     // Retention 0: the slot goes, and the horizon says so.
     retention(&mut conn, Some(Duration::ZERO)).await.unwrap();
-    let o = prune(&pool, Ring::Queue, Duration::ZERO).await;
+    let o = prune(&pool, Ring::Queue, ROTATE).await;
     assert!(matches!(o, PruneOutcome::Retired { slot: 0 }), "{o:?}");
     assert!(history.job(&mut conn, ids[0]).await.unwrap().is_none());
     let horizon = history.horizon(&mut conn).await.unwrap().expect("pruned");
@@ -413,6 +418,7 @@ async fn terminal_history_is_kept_for_its_retention() {
 #[tokio::test]
 async fn two_pruners_racing_for_one_slot_is_an_outcome_not_an_error() {
     let (db, pool) = setup().await;
+    keep_no_history(&pool).await;
     enqueue(&pool, "r", 1).await;
     let jobs = claim_all(&pool, "r", 1, 1).await;
     finish(&pool, &jobs, Finish::Complete).await;
@@ -427,13 +433,13 @@ async fn two_pruners_racing_for_one_slot_is_an_outcome_not_an_error() {
     let mut a = sqlx::PgConnection::connect(db.url()).await.unwrap();
     let mut tx = a.begin().await.unwrap();
     let first = rings()
-        .prune(&mut tx, Ring::Queue, LOCK_TIMEOUT, Duration::ZERO)
+        .prune(&mut tx, Ring::Queue, LOCK_TIMEOUT, ROTATE)
         .await
         .unwrap();
     assert_eq!(first, PruneOutcome::Retired { slot: 0 });
     let racer = {
         let pool = pool.clone();
-        tokio::spawn(async move { prune(&pool, Ring::Queue, Duration::ZERO).await })
+        tokio::spawn(async move { prune(&pool, Ring::Queue, ROTATE).await })
     };
     tokio::time::sleep(Duration::from_millis(300)).await;
     tx.commit().await.unwrap();
@@ -448,7 +454,7 @@ async fn two_pruners_racing_for_one_slot_is_an_outcome_not_an_error() {
     // then must find the slot no longer retired rather than truncate again.
     let mut tx = a.begin().await.unwrap();
     let first = rings()
-        .prune(&mut tx, Ring::Queue, LOCK_TIMEOUT, Duration::ZERO)
+        .prune(&mut tx, Ring::Queue, LOCK_TIMEOUT, ROTATE)
         .await
         .unwrap();
     assert_eq!(first, PruneOutcome::Pruned { slot: 0 });
@@ -457,12 +463,7 @@ async fn two_pruners_racing_for_one_slot_is_an_outcome_not_an_error() {
         tokio::spawn(async move {
             let mut conn = pool.acquire().await.unwrap();
             rings()
-                .prune(
-                    &mut conn,
-                    Ring::Queue,
-                    Duration::from_secs(10),
-                    Duration::ZERO,
-                )
+                .prune(&mut conn, Ring::Queue, Duration::from_secs(10), ROTATE)
                 .await
                 .unwrap()
         })
@@ -477,4 +478,134 @@ async fn two_pruners_racing_for_one_slot_is_an_outcome_not_an_error() {
         ),
         "{second:?}"
     );
+}
+
+/// `n` jobs of queue `q` that fail for good on their one attempt.
+async fn fail_jobs(pool: &PgPool, q: &str, n: usize) -> Vec<JobId> {
+    let jobs: Vec<NewJob> = (0..n)
+        .map(|i| {
+            let mut job = NewJob::new(
+                QueueName::new(q).unwrap(),
+                "t",
+                serde_json::json!({ "q": q, "i": i }),
+            );
+            job.max_attempts = Some(1);
+            job
+        })
+        .collect();
+    let ids = enqueue_jobs(pool, &jobs).await;
+    let got = claim_all(pool, q, n as i32, n).await;
+    assert_eq!(got.len(), n);
+    let error = Finish::Fail {
+        error: "the upstream said no".into(),
+    };
+    assert!(finish(pool, &got, error).await.iter().all(|a| *a));
+    ids
+}
+
+/// Issue 22: a failure stays readable for the failure retention while the
+/// ring keeps turning under load (completed history is reclaimed within
+/// rounds here: history retention 0), then goes; kept failures never hold
+/// one older than the retention after a pass, and the rings stay bounded.
+/// The retention is set once the queue ring has come round with the
+/// failure kept (so the test does not depend on how fast this machine
+/// turns it): a few seconds past the failure's age.
+#[tokio::test]
+async fn a_failure_stays_readable_for_its_retention_while_the_ring_turns() {
+    let (_db, pool) = setup().await;
+    let history = PgHistoryPlane::new(schema());
+    let generation = || async {
+        count(
+            &pool,
+            "SELECT max(generation) FROM awa.ring_ledger WHERE ring = 'queue'",
+        )
+        .await
+    };
+    let watched = fail_jobs(&pool, "bad", 1).await[0];
+    let failed_at = {
+        let mut conn = pool.acquire().await.unwrap();
+        history.job(&mut conn, watched).await.unwrap().unwrap().at
+    };
+    let start = generation().await;
+    let mut retention: Option<chrono::Duration> = None;
+    let mut gone = false;
+    let mut failures = 1;
+    for round in 0..1000 {
+        busy_round(&pool, 20).await;
+        failures += fail_jobs(&pool, "bad", 2).await.len();
+        maintain(&pool).await;
+        // The leader's failure_retention pass.
+        let mut conn = pool.acquire().await.unwrap();
+        while history.prune_failures(&mut conn, 5000).await.unwrap() == 5000 {}
+
+        // Bounded: the rings hold what they hold with nothing pinned, and
+        // no kept failure is older than the retention.
+        let ready = count(&pool, "SELECT count(*) FROM awa.ready_entries").await;
+        let ring_facts = count(
+            &pool,
+            "SELECT (SELECT count(*) FROM awa.done_entries) + (SELECT count(*) FROM awa.done_batches)",
+        )
+        .await;
+        assert!(
+            ready <= BOUND && ring_facts <= BOUND,
+            "round {round}: {ready} ready, {ring_facts} done rows"
+        );
+        let expired = count(
+            &pool,
+            "SELECT count(*) FROM awa.failure_entries f, awa.substrate_info i
+              WHERE f.finalized_at < now() - i.failure_retention",
+        )
+        .await;
+        assert_eq!(
+            expired, 0,
+            "round {round}: a failure outlived its retention"
+        );
+        let kept = count(&pool, "SELECT count(*) FROM awa.failure_entries").await;
+        assert!(kept as usize <= failures);
+
+        // The watched failure, judged on the database's clock.
+        let now: chrono::DateTime<chrono::Utc> = sqlx::query_scalar("SELECT now()")
+            .fetch_one(&mut *conn)
+            .await
+            .unwrap();
+        let within = retention.is_none_or(|r| now < failed_at + r);
+        let job = history.job(&mut conn, watched).await.unwrap();
+        if within {
+            let job = job.expect("a failure within its retention is readable");
+            assert_eq!(job.state.as_str(), "failed");
+            let attempts = job.attempts.unwrap();
+            assert_eq!(attempts.len(), 1);
+            assert_eq!(attempts[0].error.as_deref(), Some("the upstream said no"));
+        } else if job.is_none() {
+            gone = true;
+            break;
+        }
+        // Every slot of the queue ring has been reused since it failed:
+        // now give failures a short retention, a few seconds past its age.
+        if retention.is_none() && generation().await - start > 16 {
+            let short = (now - failed_at).to_std().unwrap() + Duration::from_secs(3);
+            let applied = awa_control::substrate::SubstrateSettings {
+                failure_retention: Some(short),
+                ..Default::default()
+            }
+            .apply(&mut conn, &schema())
+            .await
+            .unwrap();
+            assert!(applied.failure_retention_secs < 600.0);
+            retention = Some(chrono::Duration::from_std(short).unwrap());
+        }
+        drop(conn);
+    }
+    assert!(
+        retention.is_some(),
+        "the queue ring came round while the failure was kept"
+    );
+    assert!(gone, "the failure went once its retention had passed");
+    // Its count outlives it.
+    let mut conn = pool.acquire().await.unwrap();
+    let stats = history
+        .queue_stats(&mut conn, Some(&QueueName::new("bad").unwrap()))
+        .await
+        .unwrap();
+    assert_eq!(stats["bad"]["failed"], failures as i64);
 }

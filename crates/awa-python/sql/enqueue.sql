@@ -5,7 +5,8 @@
 -- Parameters are named (the psycopg placeholder style; the SQLAlchemy helper
 -- rewrites them to its own), each a list with one element per job, every
 -- element text or NULL: the casts below turn them into the function's
--- types, so any driver that sends a list as text[] can call it.
+-- types, so any driver that sends a list as text[] can call it. `unique`
+-- (the key specs, JSON text) is NULL as a whole when no job has one.
 -- Always schema awa: awa.enqueue routes to the substrate that receives
 -- writes.
 SELECT job_id, inserted, scheduled
@@ -17,4 +18,5 @@ SELECT job_id, inserted, scheduled
         CAST(CAST(%(run_at)s AS text[]) AS timestamptz[]),
         CAST(CAST(%(max_attempts)s AS text[]) AS integer[]),
         CAST(%(unique_keys)s AS text[]),
-        CAST(CAST(%(metadata)s AS text[]) AS jsonb[]))
+        CAST(CAST(%(metadata)s AS text[]) AS jsonb[]),
+        CAST(CAST(%(unique)s AS text[]) AS jsonb[]))

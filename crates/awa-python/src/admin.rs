@@ -1,9 +1,10 @@
 //! Admin reads and actions for Python, over the plane crates (no SQL
-//! here): one job by id, queue stats, the dead-letter queue, cancel.
+//! here): one job by id (with its attempts), queue stats, the dead-letter
+//! queue, cancel, and retry and cancel by selection.
 //! Results cross to Python as JSON text; `awa.Client` decodes them.
 
 use crate::error::{plane, to_py};
-use awa_core::{JobId, QueueName};
+use awa_core::{JobId, JobSelection, JobState, QueueName};
 use awa_dlq::{DlqPlane, PgDlqPlane, Selection};
 use awa_history::{HistoryPlane, PgHistoryPlane};
 use pyo3::prelude::*;
@@ -126,6 +127,77 @@ impl NativeClient {
                 .map_err(plane)?;
             Ok(json(&done))
         })
+    }
+
+    /// Put a failed or cancelled job back as fresh work. JSON
+    /// `{"matched", "retried", "kept", "dry_run"}`, or None when no
+    /// substrate keeps a failure of that job.
+    fn retry_json(&self, py: Python<'_>, id: i64) -> PyResult<Option<String>> {
+        let client = self.client.clone();
+        let done = self.block(
+            py,
+            async move { client.retry(JobId(id)).await.map_err(to_py) },
+        )?;
+        Ok(done.as_ref().map(json))
+    }
+
+    /// Retry (`action = "retry"`) or cancel (`"cancel"`) every job of
+    /// `queue` matching the filters, or only count them with `dry_run`.
+    /// JSON as `awa_history::Retried` / `awa_exec::BulkCancelled`.
+    #[pyo3(signature = (action, queue, state=None, kind=None, args_contains_json=None, dry_run=false))]
+    #[allow(clippy::too_many_arguments)]
+    fn bulk_json(
+        &self,
+        py: Python<'_>,
+        action: &str,
+        queue: String,
+        state: Option<String>,
+        kind: Option<String>,
+        args_contains_json: Option<String>,
+        dry_run: bool,
+    ) -> PyResult<String> {
+        let invalid = |e: String| crate::error::ValidationError::new_err(e);
+        let selection = JobSelection {
+            queue: QueueName::new(queue).map_err(|e| invalid(e.to_string()))?,
+            state: state
+                .as_deref()
+                .map(str::parse::<JobState>)
+                .transpose()
+                .map_err(invalid)?,
+            kind,
+            args_contains: args_contains_json
+                .as_deref()
+                .map(serde_json::from_str::<serde_json::Value>)
+                .transpose()
+                .map_err(|e| invalid(format!("args_contains is not JSON: {e}")))?,
+        };
+        let checked = match action {
+            "retry" => selection.validate(awa_core::SelectionFor::Retry),
+            "cancel" => selection.validate(awa_core::SelectionFor::Cancel),
+            other => {
+                return Err(invalid(format!(
+                    "unknown bulk action {other:?}: retry or cancel"
+                )));
+            }
+        };
+        checked.map_err(|e| invalid(e.to_string()))?;
+        let client = self.client.clone();
+        match action {
+            "retry" => self.block(py, async move {
+                let done = client
+                    .retry_matching(&selection, dry_run)
+                    .await
+                    .map_err(to_py)?;
+                Ok(json(&done))
+            }),
+            _ => self.block(py, async move {
+                let done = client
+                    .cancel_matching(&selection, dry_run)
+                    .await
+                    .map_err(to_py)?;
+                Ok(json(&done))
+            }),
+        }
     }
 
     /// Cancel a job wherever it is; the state it was cancelled from, or

@@ -2,9 +2,9 @@
 //!
 //! Owns: the bindings the pure-Python package (`python/awa/`) is built
 //! on: a worker over [`awa::ClientBuilder`] that runs Python handlers
-//! ([`worker`]), the handler's context ([`context`]), admin reads over
-//! the plane crates ([`admin`]), the Rust validation of a job before the
-//! Python producer sends it ([`validate`]), the producer's one statement
+//! (`worker`), the handler's context (`context`), admin reads over
+//! the plane crates (`admin`), the Rust validation of a job before the
+//! Python producer sends it (`validate`), the producer's one statement
 //! (`sql/enqueue.sql`, run by Python on the caller's own connection), and
 //! the `awa` command line (`python -m awa`, through `awa_cli`).
 //!
@@ -73,11 +73,14 @@ fn _awa(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add("ENQUEUE_SQL", ENQUEUE_SQL)?;
+    // 1 runs first, 4 last; the Rust client's default (ADR 12).
+    m.add("DEFAULT_PRIORITY", awa_core::Priority::DEFAULT.get())?;
     m.add("AwaError", py.get_type::<error::AwaError>())?;
     m.add("ValidationError", py.get_type::<error::ValidationError>())?;
     m.add_function(wrap_pyfunction!(cli_main, m)?)?;
     m.add_function(wrap_pyfunction!(init_logging, m)?)?;
     m.add_function(wrap_pyfunction!(validate::validate_job, m)?)?;
+    m.add_function(wrap_pyfunction!(validate::unique_spec, m)?)?;
     m.add_class::<worker::NativeWorker>()?;
     m.add_class::<context::NativeContext>()?;
     m.add_class::<admin::NativeClient>()?;

@@ -44,3 +44,43 @@ pub(crate) fn validate_job(
     job.check_size(NewJob::DEFAULT_MAX_BYTES).map_err(invalid)?;
     Ok(())
 }
+
+/// Check a key spec with `awa_core::Unique`'s rules and return it as the
+/// JSON `awa.enqueue` takes (the same text the Rust client sends), or
+/// raise `ValidationError` saying what is wrong.
+#[pyfunction]
+#[pyo3(signature = (by_queue, by_args, fields, period_secs=None, states=None))]
+pub(crate) fn unique_spec(
+    by_queue: bool,
+    by_args: bool,
+    fields: Vec<String>,
+    period_secs: Option<f64>,
+    states: Option<Vec<String>>,
+) -> PyResult<String> {
+    let period = period_secs
+        .map(|secs| {
+            std::time::Duration::try_from_secs_f64(secs).map_err(|_| {
+                invalid(format!(
+                    "unique period must be whole seconds from 1 to 31622400 (366 days), not {secs}"
+                ))
+            })
+        })
+        .transpose()?;
+    let states = states
+        .map(|names| {
+            names
+                .iter()
+                .map(|n| n.parse::<awa_core::JobState>().map_err(invalid))
+                .collect::<PyResult<Vec<_>>>()
+        })
+        .transpose()?;
+    let spec = awa_core::Unique {
+        by_queue,
+        by_args,
+        fields,
+        period,
+        states,
+    };
+    spec.validate().map_err(invalid)?;
+    Ok(spec.to_json().to_string())
+}

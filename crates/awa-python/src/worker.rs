@@ -1,14 +1,21 @@
 //! A worker that runs Python handlers on the Rust runtime: an
 //! [`awa::ClientBuilder`] whose handlers call into Python.
 //!
-//! The Python side registers, per kind, one callable `invoke(ctx)` that
-//! never raises: it decodes the args, calls the user's handler and maps
-//! its result or exception to an outcome tuple `(tag, seconds, message)`.
-//! For a sync handler `invoke` returns that tuple and runs on tokio's
-//! blocking pool (the GIL is taken only for the call). For an async one
-//! it returns a `concurrent.futures.Future` from
-//! `asyncio.run_coroutine_threadsafe`, and the attempt waits, without the
-//! GIL and without a thread, for its done-callback.
+//! The Python side registers, per kind, one callable `invoke(ctx, done)`
+//! that never raises: it schedules the user's handler and returns at once;
+//! the handler's result or exception, mapped to an outcome tuple `(tag,
+//! seconds, message)`, reaches `done`. A sync handler runs on a daemon
+//! thread of the package's own pool (a Python thread, so an interpreter
+//! that exits while a handler still runs ends that thread the way it ends
+//! any daemon thread: no Rust-owned thread is ever inside Python then); an
+//! async one on the worker's asyncio loop (`invoke` returns the
+//! `concurrent.futures.Future` of `asyncio.run_coroutine_threadsafe`). The
+//! attempt waits for `done` without the GIL and without a thread.
+//!
+//! When the attempt's future is dropped (the cancel grace or the shutdown
+//! grace is over) an async handler's task is cancelled; a sync handler
+//! cannot be stopped: it is abandoned (its slot is freed, a warning is
+//! logged, and whatever it returns is ignored).
 
 use crate::context::NativeContext;
 use crate::error::{ValidationError, to_py};
@@ -18,6 +25,7 @@ use pyo3::prelude::*;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::{Notify, oneshot};
+use tokio_util::sync::CancellationToken;
 
 /// How often a running worker looks at Python's pending signals while
 /// it waits: the bound on how late SIGINT / SIGTERM handlers run.
@@ -58,19 +66,97 @@ fn parse(py: Python<'_>, result: PyResult<Py<PyAny>>) -> HandlerResult {
     }
 }
 
-/// The done-callback of an async handler's future: hands its outcome to
-/// the waiting attempt.
+/// Where a handler's outcome goes: `set(outcome)` from a sync handler's
+/// thread, or `done(future)` as an async handler's done-callback. The
+/// first one wins; after the attempt was given up, nobody listens.
 #[pyclass(module = "awa._awa", frozen)]
 struct Done {
     tx: Mutex<Option<oneshot::Sender<HandlerResult>>>,
 }
 
-#[pymethods]
 impl Done {
-    fn __call__(&self, py: Python<'_>, future: Py<PyAny>) {
-        let result = parse(py, future.call_method0(py, "result"));
+    fn send(&self, result: HandlerResult) {
         if let Some(tx) = self.tx.lock().expect("done lock").take() {
             let _ = tx.send(result);
+        }
+    }
+}
+
+#[pymethods]
+impl Done {
+    /// The outcome tuple of a sync handler.
+    fn set(&self, py: Python<'_>, outcome: Py<PyAny>) {
+        self.send(parse(py, Ok(outcome)));
+    }
+
+    /// An async handler's future, once done (cancelled: nobody waits).
+    fn __call__(&self, py: Python<'_>, future: Py<PyAny>) {
+        self.send(parse(py, future.call_method0(py, "result")));
+    }
+}
+
+/// How long `run()` waits, after the client shut down, for the worker's
+/// last Rust-side calls into Python (an async handler's cancel, a cancel
+/// callback) before it returns anyway.
+const IN_PYTHON_DRAIN: Duration = Duration::from_secs(5);
+
+/// Counts one worker's Rust-side work that may still call into Python
+/// (a handler's attempt, an async handler's cancel, an `on_cancelled`
+/// waiter): `run()` returns to Python only once none is left, so no
+/// thread the Rust runtime owns is inside Python, or about to enter it,
+/// while the interpreter exits (that was `Fatal Python error:
+/// PyGILState_Release`, or a segfault, after a handler outlived the
+/// shutdown grace).
+#[derive(Default)]
+pub(crate) struct InPython {
+    count: std::sync::atomic::AtomicUsize,
+    idle: Notify,
+}
+
+/// One unit of [`InPython`] work, until dropped.
+pub(crate) struct InPythonGuard(Arc<InPython>);
+
+impl InPython {
+    pub(crate) fn enter(self: &Arc<Self>) -> InPythonGuard {
+        self.count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        InPythonGuard(self.clone())
+    }
+
+    /// Run `f` (which takes the GIL) on the runtime's blocking pool,
+    /// counted.
+    pub(crate) fn spawn_blocking(self: &Arc<Self>, f: impl FnOnce() + Send + 'static) {
+        let guard = self.enter();
+        crate::runtime().spawn_blocking(move || {
+            let _guard = guard;
+            f()
+        });
+    }
+
+    /// Wait until no work is left, or `limit` passed; whether none is.
+    async fn drained(&self, limit: Duration) -> bool {
+        tokio::time::timeout(limit, async {
+            loop {
+                let idle = self.idle.notified();
+                if self.count.load(std::sync::atomic::Ordering::SeqCst) == 0 {
+                    return;
+                }
+                idle.await;
+            }
+        })
+        .await
+        .is_ok()
+    }
+}
+
+impl Drop for InPythonGuard {
+    fn drop(&mut self) {
+        if self
+            .0
+            .count
+            .fetch_sub(1, std::sync::atomic::Ordering::SeqCst)
+            == 1
+        {
+            self.0.idle.notify_waiters();
         }
     }
 }
@@ -79,49 +165,102 @@ impl Done {
 struct PyHandler {
     invoke: Arc<Py<PyAny>>,
     is_async: bool,
+    in_python: Arc<InPython>,
+}
+
+/// Gives up on a handler whose attempt's future is dropped before it
+/// returned (cancel grace or shutdown grace over): cancels an async
+/// handler's task, says a sync one is abandoned. Also ends the attempt for
+/// the context's `on_cancelled` waiters.
+struct GiveUp {
+    /// The async handler's `concurrent.futures.Future`.
+    future: Option<Py<PyAny>>,
+    in_python: Arc<InPython>,
+    job_id: i64,
+    returned: bool,
+    attempt_over: CancellationToken,
+}
+
+impl Drop for GiveUp {
+    fn drop(&mut self) {
+        self.attempt_over.cancel();
+        if self.returned {
+            return;
+        }
+        match self.future.take() {
+            Some(future) => {
+                tracing::info!(
+                    job_id = self.job_id,
+                    "cancelling the async Python handler's task"
+                );
+                // Not on a runtime thread: the GIL may take a while.
+                self.in_python.spawn_blocking(move || {
+                    Python::attach(|py| {
+                        let _ = future.call_method0(py, "cancel");
+                    })
+                });
+            }
+            None => tracing::warn!(
+                job_id = self.job_id,
+                "a sync Python handler cannot be stopped: it is abandoned (its slot is freed \
+                 and whatever it returns is ignored); watch ctx.is_cancelled() or \
+                 ctx.wait_cancelled() to stop in time"
+            ),
+        }
+    }
 }
 
 #[async_trait]
 impl Handler for PyHandler {
     async fn handle(&self, ctx: JobContext) -> HandlerResult {
+        // Held until this attempt's future is done or dropped.
+        let _in_python = self.in_python.enter();
         let invoke = self.invoke.clone();
-        let native = NativeContext::new(ctx);
-        if !self.is_async {
-            return tokio::task::spawn_blocking(move || {
-                Python::attach(|py| parse(py, invoke.call1(py, (native,))))
-            })
-            .await
-            .unwrap_or_else(|e| Err(JobError::Retry(format!("the handler thread failed: {e}"))));
-        }
+        let job_id = ctx.job.token.job_id.0;
+        let attempt_over = CancellationToken::new();
+        let native = NativeContext::new(ctx, attempt_over.clone(), self.in_python.clone());
         let (tx, rx) = oneshot::channel();
+        // Scheduling takes the GIL: not on a runtime thread.
         let scheduled = tokio::task::spawn_blocking(move || {
-            Python::attach(|py| -> PyResult<()> {
-                let future = invoke.call1(py, (native,))?;
+            Python::attach(|py| -> PyResult<Option<Py<PyAny>>> {
                 let done = Py::new(
                     py,
                     Done {
                         tx: Mutex::new(Some(tx)),
                     },
                 )?;
-                future.call_method1(py, "add_done_callback", (done,))?;
-                Ok(())
+                let handle = invoke.call1(py, (native, done))?;
+                Ok((!handle.is_none(py)).then_some(handle))
             })
         })
         .await;
-        match scheduled {
-            Ok(Ok(())) => {}
+        let future = match scheduled {
+            Ok(Ok(future)) => future,
             Ok(Err(e)) => {
+                attempt_over.cancel();
                 return Err(JobError::Retry(format!(
-                    "the async handler could not be scheduled: {e}"
+                    "the Python handler could not be scheduled: {e}"
                 )));
             }
-            Err(e) => return Err(JobError::Retry(format!("the handler thread failed: {e}"))),
-        }
-        rx.await.unwrap_or_else(|_| {
+            Err(e) => {
+                attempt_over.cancel();
+                return Err(JobError::Retry(format!("the handler thread failed: {e}")));
+            }
+        };
+        let mut give_up = GiveUp {
+            future: if self.is_async { future } else { None },
+            in_python: self.in_python.clone(),
+            job_id,
+            returned: false,
+            attempt_over,
+        };
+        let result = rx.await.unwrap_or_else(|_| {
             Err(JobError::Retry(
-                "the asyncio loop stopped before the handler finished".into(),
+                "the Python handler stopped without a result (its asyncio loop stopped?)".into(),
             ))
-        })
+        });
+        give_up.returned = true;
+        result
     }
 }
 
@@ -153,6 +292,7 @@ struct Setup {
     queues: Vec<(String, usize)>,
     maintenance: bool,
     shutdown_grace: Duration,
+    cancel_grace: Duration,
     claim_batch: Option<usize>,
     poll_interval: Option<Duration>,
     kinds: Vec<Registered>,
@@ -171,12 +311,14 @@ fn seconds(what: &str, value: f64) -> PyResult<Duration> {
 pub(crate) struct NativeWorker {
     setup: Mutex<Option<Setup>>,
     stop: Arc<Notify>,
+    in_python: Arc<InPython>,
 }
 
 #[pymethods]
 impl NativeWorker {
     #[new]
-    #[pyo3(signature = (url, queues, maintenance=true, shutdown_grace=10.0, claim_batch=None, poll_interval=None, max_connections=10))]
+    #[pyo3(signature = (url, queues, maintenance=true, shutdown_grace=10.0, claim_batch=None, poll_interval=None, max_connections=10, cancel_grace=None))]
+    #[allow(clippy::too_many_arguments)]
     fn new(
         url: String,
         queues: Vec<(String, usize)>,
@@ -185,10 +327,17 @@ impl NativeWorker {
         claim_batch: Option<usize>,
         poll_interval: Option<f64>,
         max_connections: u32,
+        cancel_grace: Option<f64>,
     ) -> PyResult<Self> {
         let shutdown_grace = awa_core::bounds::SHUTDOWN_GRACE
             .check(seconds("shutdown_grace", shutdown_grace)?)
             .map_err(|e| ValidationError::new_err(e.to_string()))?;
+        let cancel_grace = match cancel_grace {
+            Some(s) => awa_core::bounds::CANCEL_GRACE
+                .check(seconds("cancel_grace", s)?)
+                .map_err(|e| ValidationError::new_err(e.to_string()))?,
+            None => awa::DEFAULT_CANCEL_GRACE,
+        };
         let poll_interval = poll_interval
             .map(|p| seconds("poll_interval", p))
             .transpose()?;
@@ -199,15 +348,17 @@ impl NativeWorker {
                 queues,
                 maintenance,
                 shutdown_grace,
+                cancel_grace,
                 claim_batch,
                 poll_interval,
                 kinds: Vec::new(),
             })),
             stop: Arc::new(Notify::new()),
+            in_python: Arc::default(),
         })
     }
 
-    /// Run `invoke(ctx)` for jobs of `kind`. `retry`: `("fixed", s, _)`
+    /// Run `invoke(ctx, done)` for jobs of `kind`. `retry`: `("fixed", s, _)`
     /// or `("exponential", base_s, max_s)`; None keeps the database's
     /// default backoff.
     #[pyo3(signature = (kind, invoke, is_async, retry=None))]
@@ -235,6 +386,7 @@ impl NativeWorker {
         let handler = PyHandler {
             invoke: Arc::new(invoke),
             is_async,
+            in_python: self.in_python.clone(),
         };
         self.add(Registered {
             kind,
@@ -293,8 +445,20 @@ impl NativeWorker {
                 break;
             }
         }
+        let in_python = self.in_python.clone();
         let stats = py
-            .detach(|| rt.block_on(client.shutdown(grace)))
+            .detach(|| {
+                rt.block_on(async {
+                    let stats = client.shutdown(grace).await;
+                    if !in_python.drained(IN_PYTHON_DRAIN).await {
+                        tracing::warn!(
+                            "a call into Python from the worker's threads is still running \
+                             {IN_PYTHON_DRAIN:?} after the shutdown; returning anyway"
+                        );
+                    }
+                    stats
+                })
+            })
             .map_err(to_py)?;
         if let Some(e) = interrupted {
             return Err(e);
@@ -319,7 +483,11 @@ impl NativeWorker {
 
 async fn start(setup: Setup) -> Result<awa::Client, awa::Error> {
     let base = awa::Client::connect(&setup.url, setup.max_connections).await?;
-    let mut b = awa::Client::builder(base.pool().clone()).shutdown_grace(setup.shutdown_grace);
+    // to_builder: the worker keeps following a failover of a host list.
+    let mut b = base
+        .to_builder()
+        .shutdown_grace(setup.shutdown_grace)
+        .cancel_grace(setup.cancel_grace);
     for (queue, concurrency) in &setup.queues {
         b = b.queue(queue, *concurrency);
     }

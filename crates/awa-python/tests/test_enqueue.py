@@ -144,6 +144,13 @@ def test_sqlalchemy_session_joins_its_transaction(db_url: str, client: awa.Clien
         (lambda: awa.RawJob("k", {"when": datetime.now()}), "JSON"),
         (lambda: awa.RawJob("k", {}, max_attempts=0), "max attempts"),
         (lambda: object(), "not a job"),
+        # PostgreSQL cannot store a NUL in text or jsonb: refused here,
+        # wherever it is, never a psycopg DataError from the server.
+        (lambda: awa.RawJob("k", {"a": "x\x00y"}), "NUL"),
+        (lambda: awa.RawJob("k", {"deep": [1, {"b": "\x00"}]}), "NUL"),
+        (lambda: awa.RawJob("k", {"key\x00": 1}), "NUL"),
+        (lambda: awa.RawJob("k\x00", {}), "kind"),
+        (lambda: awa.RawJob("k", {}, queue="q\x00"), "queue"),
     ],
 )
 def test_bad_jobs_are_refused_before_sql(db_url: str, make, message: str) -> None:
@@ -151,6 +158,23 @@ def test_bad_jobs_are_refused_before_sql(db_url: str, make, message: str) -> Non
         with pytest.raises(awa.ValidationError, match=message):
             awa.enqueue(conn, make())
         # Nothing reached the server: the transaction is still usable.
+        assert conn.execute("SELECT 1").fetchone() == (1,)
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"unique_key": "a\x00b"},
+        {"metadata": {"m": "\x00"}},
+        {"metadata": {"k\x00": 1}},
+    ],
+)
+def test_a_nul_in_options_is_refused_before_sql(db_url: str, options: dict) -> None:
+    with psycopg.connect(db_url) as conn:
+        with pytest.raises(awa.ValidationError, match="NUL"):
+            awa.enqueue(conn, Count(n=1), **options)
+        with pytest.raises(awa.ValidationError, match="NUL"):
+            awa.enqueue_many(conn, [Count(n=2), awa.WithOptions(Count(n=3), **options)])
         assert conn.execute("SELECT 1").fetchone() == (1,)
 
 
@@ -191,3 +215,31 @@ def test_the_sql_contracts_errors(db_url: str, queues, args, priorities, sqlstat
                 (queues, ["k"] * n, args, priorities, [None] * n, [None] * n, [None] * n, [None] * n),
             )
         assert raised.value.sqlstate == sqlstate
+
+
+@awa.job("py_prio", queue="py_prio")
+@dataclass
+class Prio:
+    n: int
+
+
+def test_priority_one_runs_first(db_url: str, client: awa.Client) -> None:
+    """Mixed priorities from Python run 1 first, 4 last, in enqueue order
+    within a priority (ADR 12; the old code ran 4,4,4,2,2,2,1,1,1)."""
+    mixed = [4, 2, 1, 4, 2, 1, 4, 2, 1]
+    assert Prio.__awa_job__.priority == 3, "the default"
+    with psycopg.connect(db_url) as conn:
+        awa.enqueue_many(conn, [awa.WithOptions(Prio(n=i), priority=p) for i, p in enumerate(mixed)])
+    ran: list[tuple[int, int]] = []
+    lock = threading.Lock()
+
+    def handle(job, ctx: awa.Context) -> None:
+        with lock:
+            ran.append((ctx.priority, job.n))
+
+    # One at a time, so the run order is the claim order.
+    worker = client.worker(queues={"py_prio": 1}).register(Prio, handle)
+    with running(worker):
+        wait_for("every job to run", lambda: len(ran) == len(mixed) or None)
+    assert ran == sorted((p, i) for i, p in enumerate(mixed))
+

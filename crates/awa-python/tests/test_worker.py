@@ -115,6 +115,10 @@ def test_context_metadata_heartbeat_checkpoint(db_url: str, client: awa.Client) 
         seen.append((ctx.attempt, ctx.metadata, ctx.checkpoint(), job.tag, ctx.kind, ctx.queue))
         assert ctx.heartbeat(50, "half way")
         if ctx.attempt == 1:
+            # A checkpoint PostgreSQL cannot store is the handler's
+            # ValidationError, not a database error.
+            with pytest.raises(awa.ValidationError, match="NUL"):
+                ctx.save_checkpoint({"bad": "\x00"})
             assert ctx.save_checkpoint({"done": 5})
             raise awa.RetryAfter(0.05)
 

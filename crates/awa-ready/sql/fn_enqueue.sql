@@ -14,6 +14,11 @@
 --   later ones report it. Under REPEATABLE READ / SERIALIZABLE, a key taken
 --   by a transaction that committed after the caller's snapshot is refused
 --   with SQLSTATE 40001 (retry the transaction).
+-- * unique (optional, a trailing argument: callers of contract version 1
+--   leave it out): per element NULL, or a key spec (unique_derive): the
+--   element's key is then derived from the spec, its kind, queue, args
+--   and unique_key, and may keep holding after the job finished until
+--   its period ends. Elements without a spec use unique_key as given.
 --
 -- * size: args + metadata of one job, as JSON text (jsonb::text), must not
 --   exceed the substrate's max_job_bytes (substrate_info, default 1 MiB).
@@ -26,6 +31,11 @@
 --   this on the substrate that receives writes; PgReadyPlane pinned to a
 --   schema calls this directly.
 --
+-- * bounds (awa_core::bounds), checked before anything is written or an
+--   id drawn, with the SQLSTATEs of the producer contract
+--   (docs/sql-producer.md): a NULL queue, kind, args or priority 23502; a
+--   priority outside 1..4 or max attempts outside 1..1000 23514.
+--
 -- Returns one row per input element, in input order.
 CREATE OR REPLACE FUNCTION {schema}.enqueue_local(
     p_queues       text[],
@@ -35,7 +45,8 @@ CREATE OR REPLACE FUNCTION {schema}.enqueue_local(
     p_run_at       timestamptz[],
     p_max_attempts integer[],
     p_unique_keys  text[],
-    p_metadata     jsonb[]
+    p_metadata     jsonb[],
+    p_unique       jsonb[] DEFAULT NULL
 ) RETURNS TABLE (job_id bigint, inserted boolean, scheduled boolean)
 LANGUAGE plpgsql AS $fn$
 #variable_conflict use_column
@@ -44,10 +55,13 @@ DECLARE
     v_ids    bigint[];
     v_owners bigint[];
     v_max    integer[];
+    v_keys   text[] := p_unique_keys;
+    v_holds  jsonb[];
     v_now_runnable boolean;
     v_limit     integer;
     v_big_ord   bigint;
     v_big_bytes bigint;
+    v_bad       text;
     a_ids bigint[]; a_queues text[]; a_priorities smallint[]; a_kinds text[]; a_args jsonb[];
     a_max integer[]; a_run_at timestamptz[]; a_keys text[]; a_meta jsonb[];
 BEGIN
@@ -57,8 +71,32 @@ BEGIN
     IF array_length(p_kinds, 1) IS DISTINCT FROM v_n OR array_length(p_args, 1) IS DISTINCT FROM v_n
        OR array_length(p_priorities, 1) IS DISTINCT FROM v_n OR array_length(p_run_at, 1) IS DISTINCT FROM v_n
        OR array_length(p_max_attempts, 1) IS DISTINCT FROM v_n OR array_length(p_unique_keys, 1) IS DISTINCT FROM v_n
-       OR array_length(p_metadata, 1) IS DISTINCT FROM v_n THEN
-        RAISE EXCEPTION 'enqueue arrays differ in length' USING ERRCODE = 'invalid_parameter_value';
+       OR array_length(p_metadata, 1) IS DISTINCT FROM v_n
+       OR (p_unique IS NOT NULL AND array_length(p_unique, 1) IS DISTINCT FROM v_n) THEN
+        RAISE EXCEPTION 'enqueue arrays differ in length' USING ERRCODE = 'invalid_parameter_value',
+              HINT = 'Send one element per job in every array.';
+    END IF;
+    -- The bounds, before any id is drawn (sequences do not roll back).
+    SELECT b.ord, b.what INTO v_big_ord, v_bad
+      FROM (SELECT i.ord,
+                   CASE WHEN i.q IS NULL THEN 'queue' WHEN i.k IS NULL THEN 'kind'
+                        WHEN i.a IS NULL THEN 'args' WHEN i.p IS NULL THEN 'priority'
+                        WHEN i.p NOT BETWEEN 1 AND 4 THEN 'priority ' || i.p
+                        WHEN i.m NOT BETWEEN 1 AND 1000 THEN 'max attempts ' || i.m END AS what
+              FROM unnest(p_queues, p_kinds, p_args, p_priorities, p_max_attempts)
+                   WITH ORDINALITY AS i(q, k, a, p, m, ord)) b
+     WHERE b.what IS NOT NULL
+     ORDER BY b.ord
+     LIMIT 1;
+    IF FOUND AND v_bad IN ('queue', 'kind', 'args', 'priority') THEN
+        RAISE EXCEPTION 'job % of this enqueue has no %', v_big_ord, v_bad
+            USING ERRCODE = 'not_null_violation',
+                  HINT = 'Every job needs a queue, a kind, args (any JSON) and a priority (1 to 4).';
+    ELSIF FOUND THEN
+        RAISE EXCEPTION 'job % of this enqueue has % (priority is 1 to 4, max attempts 1 to 1000)',
+                        v_big_ord, v_bad
+            USING ERRCODE = 'check_violation',
+                  HINT = 'Send a priority of 1 (runs first) to 4 (runs last) and max attempts of 1 to 1000, or NULL for the queue''s default.';
     END IF;
 
     -- The size limit. Rendering to text costs, so only values whose stored
@@ -90,22 +128,35 @@ BEGIN
                      LEFT JOIN awa.queue_meta m ON m.queue = i.queue
                     ORDER BY i.ord);
 
+    -- Key specs become keys (and holds) here, for every producer alike.
+    -- A call without specs pays one NULL test.
+    IF p_unique IS NOT NULL AND EXISTS (SELECT 1 FROM unnest(p_unique) s WHERE s IS NOT NULL) THEN
+        v_holds := ARRAY(SELECT CASE WHEN i.spec IS NOT NULL
+                                     THEN {schema}.unique_derive(i.key, i.spec, i.q, i.k, i.a) END
+                           FROM unnest(p_unique_keys, p_unique, p_queues, p_kinds, p_args)
+                                WITH ORDINALITY AS i(key, spec, q, k, a, ord)
+                          ORDER BY i.ord);
+        v_keys := ARRAY(SELECT coalesce(i.derived ->> 'key', i.key)
+                          FROM unnest(v_holds, p_unique_keys) WITH ORDINALITY AS i(derived, key, ord)
+                         ORDER BY i.ord);
+    END IF;
+
     -- The common case, everything runnable now and no unique keys, goes
     -- straight to the ready ring without splitting the arrays.
-    IF NOT EXISTS (SELECT 1 FROM unnest(p_unique_keys, p_run_at) AS k(key, run_at)
+    IF NOT EXISTS (SELECT 1 FROM unnest(v_keys, p_run_at) AS k(key, run_at)
                     WHERE k.key IS NOT NULL OR k.run_at > now()) THEN
         PERFORM 1 FROM {schema}.ready_append(
             v_ids, p_queues, p_priorities, p_kinds, p_args,
             array_fill(0, ARRAY[v_n]), v_max, array_fill(0::bigint, ARRAY[v_n]),
-            array_fill(now(), ARRAY[v_n]), p_unique_keys, p_metadata);
+            array_fill(now(), ARRAY[v_n]), v_keys, p_metadata);
         RETURN QUERY SELECT i.id, true, false FROM unnest(v_ids) WITH ORDINALITY AS i(id, ord) ORDER BY i.ord;
         RETURN;
     END IF;
 
     -- Ownership of every key is decided by what unique_take inserted for
     -- it; an element is created below only when it owns its key.
-    IF EXISTS (SELECT 1 FROM unnest(p_unique_keys) k WHERE k IS NOT NULL) THEN
-        v_owners := {schema}.unique_take(p_unique_keys, v_ids);
+    IF EXISTS (SELECT 1 FROM unnest(v_keys) k WHERE k IS NOT NULL) THEN
+        v_owners := {schema}.unique_take(v_keys, v_ids, v_holds);
     ELSE
         v_owners := v_ids;
     END IF;
@@ -120,7 +171,7 @@ BEGIN
                array_agg(i.md ORDER BY i.ord)
           INTO a_ids, a_queues, a_priorities, a_kinds, a_args, a_max, a_run_at, a_keys, a_meta
           FROM unnest(v_ids, v_owners, p_run_at, p_queues, p_priorities, p_kinds, p_args,
-                      v_max, p_unique_keys, p_metadata)
+                      v_max, v_keys, p_metadata)
                WITH ORDINALITY AS i(id, owner, run_at, q, p, k, a, m, u, md, ord)
          WHERE i.id = i.owner
            AND (i.run_at IS NULL OR i.run_at <= now()) = v_now_runnable;

@@ -1,7 +1,9 @@
 -- {schema}.enqueue(queues, kinds, args, priorities, run_at, max_attempts,
---                  unique_keys, metadata): the public SQL producer function
--- (contract version 1; docs/sql-producer.md). Arguments, result and
--- errors are those of {schema}.enqueue_local (fn_enqueue.sql).
+--                  unique_keys, metadata [, unique]): the public SQL
+-- producer function (contract version 1; docs/sql-producer.md; the
+-- trailing key specs are optional, so version-1 calls are unchanged).
+-- Arguments, result and errors are those of {schema}.enqueue_local
+-- (fn_enqueue.sql).
 --
 -- Routing: the jobs go to the substrate the storage-transition state says
 -- receives writes now (awa.storage_transition_state: the active substrate,
@@ -24,7 +26,8 @@ CREATE OR REPLACE FUNCTION {schema}.enqueue(
     p_run_at       timestamptz[],
     p_max_attempts integer[],
     p_unique_keys  text[],
-    p_metadata     jsonb[]
+    p_metadata     jsonb[],
+    p_unique       jsonb[] DEFAULT NULL
 ) RETURNS TABLE (job_id bigint, inserted boolean, scheduled boolean)
 LANGUAGE plpgsql AS $fn$
 DECLARE
@@ -35,12 +38,12 @@ BEGIN
     IF to_regnamespace(v_write) IS NOT DISTINCT FROM to_regnamespace('{schema}') THEN
         RETURN QUERY SELECT * FROM {schema}.enqueue_local(
             p_queues, p_kinds, p_args, p_priorities, p_run_at, p_max_attempts,
-            p_unique_keys, p_metadata);
+            p_unique_keys, p_metadata, p_unique);
     ELSE
         RETURN QUERY EXECUTE format(
-            'SELECT * FROM %I.enqueue_local($1, $2, $3, $4, $5, $6, $7, $8)', v_write)
+            'SELECT * FROM %I.enqueue_local($1, $2, $3, $4, $5, $6, $7, $8, $9)', v_write)
             USING p_queues, p_kinds, p_args, p_priorities, p_run_at, p_max_attempts,
-                  p_unique_keys, p_metadata;
+                  p_unique_keys, p_metadata, p_unique;
     END IF;
 END
 $fn$;

@@ -26,7 +26,9 @@
 --   does not apply: the position was settled when the job was first
 --   committed. A claimer racing the move skips the locked lane.
 --
--- Returns how many jobs were moved.
+-- Returns how many jobs were moved. A slot that is not the queue ring's,
+-- or a limit outside 1..10000 (awa_core::bounds::MAINT_LIMIT), is refused
+-- (SQLSTATE 22023).
 CREATE OR REPLACE FUNCTION {schema}.ready_relocate(p_slot integer, p_limit integer)
 RETURNS integer LANGUAGE plpgsql AS $fn$
 #variable_conflict use_column
@@ -37,6 +39,17 @@ DECLARE
     v_shards  smallint[];
     v_moved   integer;
 BEGIN
+    -- A slot of this ring (ring_slot_count refuses an unknown ring).
+    IF p_slot IS NULL OR p_slot NOT BETWEEN 0 AND {schema}.ring_slot_count('queue') - 1 THEN
+        RAISE EXCEPTION 'slot % is not a slot of the % ring', coalesce(p_slot::text, 'NULL'), 'queue'
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'Slots are numbered from 0 to the ring''s slot count - 1 (substrate_info).';
+    END IF;
+    IF p_limit IS NULL OR p_limit NOT BETWEEN 1 AND 10000 THEN
+        RAISE EXCEPTION 'ready_relocate: limit must be 1 to 10000 (got %)', coalesce(p_limit::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'Rows one maintenance call moves (awa_core::bounds::MAINT_LIMIT); prune moves 1000 at a time.';
+    END IF;
     IF current_setting('transaction_isolation') <> 'read committed' THEN
         RETURN 0;
     END IF;
@@ -79,9 +92,10 @@ BEGIN
     copied AS (
         INSERT INTO {schema}.ready_entries
             (slot, queue, priority, shard, lane_seq, job_id, kind, args, attempt,
-             max_attempts, run_lease, created_at, ready_at, unique_key, metadata)
+             max_attempts, run_lease, created_at, ready_at, unique_key, metadata, attempts)
         SELECT v_cur, m.queue, m.priority, m.shard, m.lane_seq, m.job_id, m.kind, m.args, m.attempt,
-               m.max_attempts, m.run_lease, m.created_at, m.ready_at, m.unique_key, m.metadata
+               m.max_attempts, m.run_lease, m.created_at, m.ready_at, m.unique_key, m.metadata,
+               m.attempts
           FROM moving m
         RETURNING 1
     ),

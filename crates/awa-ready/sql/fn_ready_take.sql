@@ -4,10 +4,13 @@
 -- them. Called only from the execution plane's claim, in the same call
 -- (transaction) that writes the claim batch.
 --
--- Order: higher (aged) priority first, then lane position. Within one lane
--- the effective priority is made non-increasing (a running minimum), so
--- what is taken from a lane is always a prefix of it and the head can move
--- past exactly what was taken.
+-- Order: priority 1 first, 4 last (docs/adr/0012), after aging, then lane
+-- position. Aging moves a waiting job one step towards 1 per aging
+-- interval (the effective priority may go below 1). Within one lane the
+-- effective priority is made non-decreasing (a running maximum: a newer
+-- job never ranks ahead of an older one of its lane), so what is taken
+-- from a lane is always a prefix of it and the head can move past exactly
+-- what was taken.
 --
 -- Concurrent claimers skip each other: lanes are locked FOR UPDATE SKIP
 -- LOCKED, so a lane being claimed by someone else is simply not offered.
@@ -53,6 +56,10 @@
 -- not hold this queue back. (Producers in prepared two-phase transactions
 -- hold their locks without a backend and are not recognised: do not
 -- enqueue inside PREPARE TRANSACTION.)
+--
+-- Bounds (SQLSTATE 22023): limit within awa_core::bounds::CLAIM_BATCH (1
+-- to 1024); aging NULL (off) or within PRIORITY_AGING_STORED (1 ms to 30
+-- days): a zero interval would divide by zero.
 CREATE OR REPLACE FUNCTION {schema}.ready_take(
     p_queue     text,
     p_limit     integer,
@@ -81,6 +88,16 @@ DECLARE
     v_taken    integer;
     v_sealed   bigint;
 BEGIN
+    IF p_limit IS NULL OR p_limit NOT BETWEEN 1 AND 1024 THEN
+        RAISE EXCEPTION 'claim limit must be 1 to 1024 (got %)', coalesce(p_limit::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'Claim at most a claim batch (awa_core::bounds::CLAIM_BATCH) per call.';
+    END IF;
+    IF p_aging NOT BETWEEN interval '1 millisecond' AND interval '30 days' THEN
+        RAISE EXCEPTION 'priority aging must be 1ms to 30days, or NULL for none (got %)', p_aging
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'A waiting job gains one priority step per this interval (awa queue configure --priority-aging).';
+    END IF;
     SELECT s.last_value,
            (SELECT l.generation FROM {schema}.ring_ledger l
              WHERE l.ring = 'queue' ORDER BY l.generation DESC LIMIT 1),
@@ -170,7 +187,7 @@ BEGIN
       FROM (SELECT h.priority, h.shard, h.head_seq, h.low_gen
               FROM {schema}.lane_heads h
              WHERE h.queue = p_queue
-             ORDER BY h.priority DESC, h.shard
+             ORDER BY h.priority, h.shard
                FOR UPDATE SKIP LOCKED) l;
 
     IF cardinality(v_prios) = 1 AND v_lows[1] >= v_gen - 1 THEN
@@ -272,7 +289,7 @@ BEGIN
     ),
     aged AS (
         SELECT c.*,
-               min(c.priority + CASE WHEN p_aging IS NULL OR p_aging <= interval '0' THEN 0
+               max(c.priority - CASE WHEN p_aging IS NULL OR p_aging <= interval '0' THEN 0
                                      ELSE floor(extract(epoch FROM now() - c.ready_at)
                                                 / extract(epoch FROM p_aging)) END)
                    OVER (PARTITION BY c.priority, c.shard ORDER BY c.lane_seq) AS effective
@@ -284,7 +301,7 @@ BEGIN
                -- Bytes handed out so far, this job included (as stored).
                sum(pg_column_size(a.args) + coalesce(pg_column_size(a.metadata), 0)) OVER w AS bytes
           FROM aged a
-        WINDOW w AS (ORDER BY a.effective DESC, a.lane_seq ROWS UNBOUNDED PRECEDING)
+        WINDOW w AS (ORDER BY a.effective, a.lane_seq ROWS UNBOUNDED PRECEDING)
     ),
     -- A batch is bounded by count and by bytes (8 MiB; the first job is
     -- always taken, whatever its size). Both bounds cut ranked order, so

@@ -1,12 +1,15 @@
 -- {schema}.ready_tombstone(job_id): cancel a job that is still waiting in
 -- the ready ring, without rewriting its entry. Returns the cancelled
--- entry's slot, lane position and body (for its terminal fact), or no row
--- when the job is not waiting (already claimed, or not in the ready ring).
+-- entry's slot, lane position and body with its attempt records (for its
+-- terminal fact), or no row when the job is not waiting (already claimed,
+-- or not in the ready ring).
 --
 -- The lane row is locked first so a concurrent claim cannot take the job
 -- between our check and our tombstone: ready_take locks the same row.
 CREATE OR REPLACE FUNCTION {schema}.ready_tombstone(p_job_id bigint)
-RETURNS TABLE (slot integer, lane_seq bigint, queue text, attempt integer, run_lease bigint, body jsonb)
+RETURNS TABLE (slot integer, lane_seq bigint, queue text, attempt integer, run_lease bigint,
+               priority smallint, kind text, args jsonb, max_attempts integer,
+               created_at timestamptz, unique_key text, metadata jsonb, attempts jsonb)
 LANGUAGE plpgsql AS $fn$
 #variable_conflict use_column
 DECLARE
@@ -30,8 +33,8 @@ BEGIN
         -- one with the same lane position.
         RETURN QUERY
         WITH live AS (
-            SELECT e.slot, e.job_id, e.lane_seq, e.attempt, e.run_lease,
-                   {schema}.job_body(e.kind, e.args, e.priority, e.max_attempts, e.created_at, e.metadata) AS body
+            SELECT e.slot, e.job_id, e.lane_seq, e.attempt, e.run_lease, e.priority, e.kind,
+                   e.args, e.max_attempts, e.created_at, e.unique_key, e.metadata, e.attempts
               FROM {schema}.ready_entries e
              WHERE e.job_id = p_job_id AND e.queue = v_entry.queue
                AND e.priority = v_entry.priority AND e.shard = v_entry.shard
@@ -47,7 +50,8 @@ BEGIN
             ON CONFLICT DO NOTHING
             RETURNING t.slot, t.lane_seq
         )
-        SELECT b.slot, b.lane_seq, v_entry.queue, l.attempt, l.run_lease, l.body
+        SELECT b.slot, b.lane_seq, v_entry.queue, l.attempt, l.run_lease, l.priority, l.kind,
+               l.args, l.max_attempts, l.created_at, l.unique_key, l.metadata, l.attempts
           FROM buried b JOIN live l ON l.slot = b.slot AND l.lane_seq = b.lane_seq;
     END LOOP;
 END

@@ -34,7 +34,11 @@ BEGIN
             created_at   timestamptz NOT NULL,  -- first enqueue of the job
             ready_at     timestamptz NOT NULL,  -- when this row became runnable
             unique_key   text,
-            metadata     jsonb
+            metadata     jsonb,
+            -- Records of the job's earlier attempts (ADR 11; attempt_push):
+            -- NULL for a job that has not run yet, so a first run costs
+            -- nothing here.
+            attempts     jsonb
         ) PARTITION BY LIST (slot)$ddl$, p_schema);
 
     FOR i IN 0 .. p_queue_slots - 1 LOOP

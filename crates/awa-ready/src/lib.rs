@@ -31,6 +31,8 @@ pub const FUNCTIONS: &[(&str, &str)] = &[
         include_str!("../sql/fn_ready_tombstone.sql"),
     ),
     ("unique_take", include_str!("../sql/fn_unique_take.sql")),
+    ("unique_derive", include_str!("../sql/fn_unique_derive.sql")),
+    ("unique_held", include_str!("../sql/fn_unique_held.sql")),
     (
         "enqueue_oversized",
         include_str!("../sql/fn_enqueue_oversized.sql"),

@@ -12,7 +12,8 @@ pub struct Enqueued {
     /// The new job's id, or, when its unique key was taken, the id of the
     /// job that holds the key.
     pub job_id: JobId,
-    /// False when the unique key was already held by a non-terminal job.
+    /// False when the unique key was already held (by an unfinished job,
+    /// or one its key spec keeps after it finished): nothing was inserted.
     pub inserted: bool,
     /// True when the job waits in the deferred plane until its `run_at`.
     pub scheduled: bool,
@@ -34,6 +35,8 @@ pub struct Enqueued {
 /// // ... your own writes on `tx` ...
 /// let mut email = NewJob::new(QueueName::new("email")?, "send_welcome", serde_json::json!({"user": 42}));
 /// email.unique_key = Some("welcome:42".into()); // at most one live job per key
+/// // Or derived: one job per args every 10 minutes (awa_core::Unique).
+/// // email.unique = Some(awa_core::Unique::by_args().period(std::time::Duration::from_secs(600)));
 /// let done = producer.enqueue(&mut tx, &[email]).await?;
 /// tx.commit().await?; // visible to workers now; a rollback would leave no trace
 /// println!("job {} (new: {})", done[0].job_id, done[0].inserted);
@@ -152,6 +155,13 @@ impl ReadyPlane for PgReadyPlane {
         let run_at: Vec<Option<chrono::DateTime<chrono::Utc>>> =
             jobs.iter().map(|j| j.run_at).collect();
         let unique_keys: Vec<Option<&str>> = jobs.iter().map(|j| j.unique_key.as_deref()).collect();
+        // Key specs, or NULL when no job has one (the SQL's cheapest test).
+        let specs: Option<Vec<Option<serde_json::Value>>> =
+            jobs.iter().any(|j| j.unique.is_some()).then(|| {
+                jobs.iter()
+                    .map(|j| j.unique.as_ref().map(awa_core::Unique::to_json))
+                    .collect()
+            });
         let general = if self.routed {
             include_str!("../sql/call_enqueue.sql")
         } else {
@@ -166,6 +176,7 @@ impl ReadyPlane for PgReadyPlane {
             .bind(max_attempts)
             .bind(unique_keys)
             .bind(metadata)
+            .bind(specs)
             .fetch_all(conn)
             .await
             .map_err(ReadyError::from_database)?;
@@ -182,11 +193,11 @@ fn enqueued(row: PgRow) -> Enqueued {
 }
 
 /// The fast paths (call_enqueue_now.sql, call_enqueue_staged.sql) take a
-/// batch with no unique key and no run_at: everything runnable now, no key
-/// to claim. Anything else goes through `{schema}.enqueue`.
+/// batch with no unique key, key spec or run_at: everything runnable now,
+/// no key to claim. Anything else goes through `{schema}.enqueue`.
 fn fast_path(jobs: &[NewJob]) -> bool {
     jobs.iter()
-        .all(|j| j.unique_key.is_none() && j.run_at.is_none())
+        .all(|j| j.unique_key.is_none() && j.unique.is_none() && j.run_at.is_none())
 }
 
 /// One COPY text-format field: backslash, tab, newline and carriage
@@ -243,7 +254,7 @@ impl PgReadyPlane {
     /// ordering rule. It runs in a transaction of its own, or in a
     /// savepoint when `conn` is already in one: a failure leaves nothing of
     /// the batch, and the caller's transaction decides when it becomes
-    /// visible. A batch with a unique key or a `run_at` goes through
+    /// visible. A batch with a unique key, a key spec or a `run_at` goes through
     /// [`ReadyPlane::enqueue`] (the same SQL, so the same uniqueness and
     /// scheduling). Worth it from about a thousand jobs per call; needs
     /// PostgreSQL's default TEMPORARY privilege on the database.

@@ -39,6 +39,19 @@ async fn bad_jobs_are_refused_and_nothing_of_the_batch_is_written() {
             unique_key: Some(String::new()),
             ..job(0)
         },
+        // PostgreSQL cannot store a NUL in text or jsonb.
+        NewJob {
+            unique_key: Some("a\u{0}b".into()),
+            ..job(0)
+        },
+        NewJob {
+            args: serde_json::json!({"a": ["x", "y\u{0}"]}),
+            ..job(0)
+        },
+        NewJob {
+            metadata: Some(serde_json::json!({"k\u{0}": 1})),
+            ..job(0)
+        },
     ] {
         let err = plane.enqueue(&mut conn, &[job(1), bad]).await.unwrap_err();
         assert!(

@@ -6,7 +6,7 @@ use jobs::{ResizeImage, SendWelcome};
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let url = std::env::var("DATABASE_URL")?;
+    let url = std::env::var("DATABASE_URL").map_err(|_| "set DATABASE_URL to a postgres:// URL")?;
     let client = awa::Client::connect(&url, 4).await?;
 
     let mut tx = client.pool().begin().await?;

@@ -23,7 +23,8 @@ async fn resize_image(job: ResizeImage, _ctx: JobContext) -> HandlerResult {
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let pool = sqlx::PgPool::connect(&std::env::var("DATABASE_URL")?).await?;
+    let url = std::env::var("DATABASE_URL").map_err(|_| "set DATABASE_URL to a postgres:// URL")?;
+    let pool = awa::connect(&url, 8).await?;
     let client = awa::Client::builder(pool) // also runs a maintenance-leader candidate
         .queue("email", 16)
         .queue("images", 4)

@@ -39,11 +39,14 @@ pub struct ClientBuilder {
     claim_batch: Option<usize>,
     poll_interval: Option<Duration>,
     heartbeat_interval: Option<Duration>,
+    cancel_grace: Option<Duration>,
     /// Periodic jobs declared by this process, upserted at start.
     schedules: Vec<awa_control::cron::Schedule>,
     prune_schedules: bool,
     /// The first mistake made while building, reported by `start`.
     error: Option<Error>,
+    /// The failover watch of the pool, handed on to the started client.
+    pub(crate) watch: Option<Arc<awa_maint::connect::Watch>>,
 }
 
 impl std::fmt::Debug for ClientBuilder {
@@ -72,9 +75,11 @@ impl ClientBuilder {
             claim_batch: None,
             poll_interval: None,
             heartbeat_interval: None,
+            cancel_grace: None,
             schedules: Vec::new(),
             prune_schedules: false,
             error: None,
+            watch: None,
         }
     }
 
@@ -259,6 +264,18 @@ impl ClientBuilder {
         self
     }
 
+    /// How long a handler whose attempt was cancelled (by an operator, or
+    /// rescued by maintenance) may run on after [`JobContext::cancelled`]
+    /// resolved, before the worker drops it and frees its slot (default
+    /// 5 s, [`DEFAULT_CANCEL_GRACE`](crate::DEFAULT_CANCEL_GRACE); 0 to 1
+    /// hour).
+    ///
+    /// [`JobContext::cancelled`]: crate::JobContext::cancelled
+    pub fn cancel_grace(mut self, grace: Duration) -> Self {
+        self.cancel_grace = Some(grace);
+        self
+    }
+
     /// The worker these settings describe, with every handler wrapped in
     /// its retry policy. Validates everything; connects to nothing.
     fn worker(&self) -> Result<(Worker, WorkerConfig), Error> {
@@ -283,6 +300,9 @@ impl ClientBuilder {
         }
         if let Some(h) = self.heartbeat_interval {
             config.heartbeat_interval = h;
+        }
+        if let Some(g) = self.cancel_grace {
+            config.cancel_grace = g;
         }
         let mut worker = Worker::new(self.pool.clone(), config.clone());
         let policies = Arc::new(self.policies.clone());
@@ -313,6 +333,41 @@ impl ClientBuilder {
     /// else is started and hooks are not called. For tests: enqueue, then
     /// `work_one`, then assert on the result and the database. None when
     /// nothing of `queue` is runnable now.
+    ///
+    /// ```
+    /// # #[tokio::main]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let db = awa::testing::test_db().await?;
+    /// # let pool = db.pool().await?;
+    /// use awa::{Client, HandlerResult, JobContext, JobError, JobState, Outcome};
+    ///
+    /// #[derive(serde::Serialize, serde::Deserialize, awa::Job)]
+    /// #[awa(queue = "images", max_attempts = 3)]
+    /// struct Resize { width: u32 }
+    ///
+    /// async fn resize(job: Resize, _ctx: JobContext) -> HandlerResult {
+    ///     if job.width == 0 {
+    ///         return Err(JobError::Permanent("width 0".into()));
+    ///     }
+    ///     Ok(Outcome::Complete)
+    /// }
+    ///
+    /// let client = Client::new(pool.clone());
+    /// let worker = Client::builder(pool.clone()).register::<Resize>(resize);
+    ///
+    /// let ok = client.insert(&pool, &Resize { width: 640 }).await?;
+    /// let worked = worker.work_one("images").await?.expect("a runnable job");
+    /// assert_eq!(worked.job.token.job_id, ok.id);
+    /// assert_eq!(worked.finished.next_state, Some(JobState::Completed));
+    ///
+    /// let bad = client.insert(&pool, &Resize { width: 0 }).await?;
+    /// worker.work_one("images").await?;
+    /// assert_eq!(client.job(bad.id).await?.expect("kept").state, JobState::Failed);
+    ///
+    /// assert!(worker.work_one("images").await?.is_none(), "nothing left");
+    /// # Ok(())
+    /// # }
+    /// ```
     pub async fn work_one(&self, queue: &str) -> Result<Option<Worked>, Error> {
         if let Some(err) = &self.error {
             return Err(Error::Worker(err.to_string()));
@@ -354,9 +409,11 @@ impl ClientBuilder {
             claim_batch: self.claim_batch,
             poll_interval: self.poll_interval,
             heartbeat_interval: self.heartbeat_interval,
+            cancel_grace: self.cancel_grace,
             schedules: self.schedules.clone(),
             prune_schedules: self.prune_schedules,
             error: None,
+            watch: self.watch.clone(),
         }
     }
 
@@ -452,6 +509,7 @@ impl ClientBuilder {
             stop_rx.await.unwrap_or(default_grace)
         }));
         Ok(Client {
+            watch: self.watch.clone(),
             runtime: Some(Arc::new(Runtime {
                 parts: Mutex::new(Some(Parts {
                     stop: stop_tx,

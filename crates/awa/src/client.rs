@@ -2,7 +2,7 @@
 //! transaction or on the pool.
 
 use crate::{Error, InsertOpts, Job, job::new_job};
-use awa_core::{JobId, NewJob, SchemaName};
+use awa_core::{JobId, JobSelection, NewJob, SchemaName};
 use awa_ready::{PgReadyPlane, ReadyPlane};
 use sqlx::{Acquire, PgPool, Postgres};
 use std::sync::Arc;
@@ -40,11 +40,50 @@ impl From<awa_ready::Enqueued> for Inserted {
 /// [`Client::with_schema`] is pinned to one substrate.
 ///
 /// Cloning is cheap; clones share the pool and the running workers.
+///
+/// A job inserted on the caller's transaction exists exactly when the
+/// transaction commits:
+///
+/// ```
+/// # #[tokio::main]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// # let db = awa::testing::test_db().await?;
+/// # let pool = db.pool().await?;
+/// use awa::{Client, JobState};
+///
+/// #[derive(serde::Serialize, serde::Deserialize, awa::Job)]
+/// #[awa(queue = "email")]
+/// struct SendWelcome { user_id: i64 }
+///
+/// let client = Client::new(pool.clone());
+///
+/// let mut tx = pool.begin().await?;
+/// let gone = client.insert(&mut *tx, &SendWelcome { user_id: 1 }).await?;
+/// tx.rollback().await?;
+/// assert!(client.job(gone.id).await?.is_none());
+///
+/// let mut tx = pool.begin().await?;
+/// // ... the application's own writes on `tx` ...
+/// let kept = client.insert(&mut *tx, &SendWelcome { user_id: 2 }).await?;
+/// tx.commit().await?;
+/// let job = client.job(kept.id).await?.expect("committed");
+/// assert_eq!(job.state, JobState::Available);
+/// assert_eq!(job.args, serde_json::json!({ "user_id": 2 }));
+///
+/// assert_eq!(client.cancel(kept.id).await?.as_deref(), Some("available"));
+/// assert_eq!(client.job(kept.id).await?.expect("kept").state, JobState::Cancelled);
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug, Clone)]
 pub struct Client {
     pub(crate) pool: PgPool,
     pub(crate) target: Target,
     pub(crate) runtime: Option<Arc<crate::builder::Runtime>>,
+    /// For a pool made by [`Client::connect`] from a host list: what moves
+    /// it to the new primary after a failover, as long as a client (or a
+    /// builder from [`Client::to_builder`]) holds it.
+    pub(crate) watch: Option<Arc<awa_maint::connect::Watch>>,
 }
 
 /// Where a client's work goes.
@@ -77,6 +116,7 @@ impl Client {
             pool,
             target: Target::routed(),
             runtime: None,
+            watch: None,
         }
     }
 
@@ -88,15 +128,22 @@ impl Client {
             pool,
             target: Target::Pinned(schema),
             runtime: None,
+            watch: None,
         }
     }
 
     /// Connect a pool of up to `max_connections` to `url` (a `postgres://`
-    /// URL; `sslmode` and `sslrootcert` as libpq understands them) and
-    /// check the database is migrated to a schema this client can use.
+    /// URL; `sslmode`, `sslrootcert`, host lists and
+    /// `target_session_attrs` as libpq understands them) and check the
+    /// database is migrated to a schema this client can use.
+    ///
+    /// From a host list (`postgres://h1:5432,h2:5432/app?target_session_attrs=read-write`)
+    /// the pool follows a failover to the new primary while this client,
+    /// a clone of it or a builder from [`Client::to_builder`] is alive.
     pub async fn connect(url: &str, max_connections: u32) -> Result<Self, Error> {
-        let pool = connect_pool(url, max_connections).await?;
-        let client = Self::new(pool);
+        let (pool, watch) = connect_pool(url, max_connections).await?;
+        let mut client = Self::new(pool);
+        client.watch = watch.is_active().then(|| Arc::new(watch));
         client.check_schema().await?;
         Ok(client)
     }
@@ -106,6 +153,20 @@ impl Client {
         crate::ClientBuilder::new(pool)
     }
 
+    /// A worker builder on this client's pool, pinned like this client,
+    /// that keeps following a failover as this client does (a pool from
+    /// [`Client::connect`] with a host list).
+    pub fn to_builder(&self) -> crate::ClientBuilder {
+        let mut builder = crate::ClientBuilder::new(self.pool.clone());
+        builder.watch = self.watch.clone();
+        match &self.target {
+            Target::Pinned(schema) => builder.schema(schema.clone()),
+            Target::Routed(_) => builder,
+        }
+    }
+
+    /// The pool this client works on: pass it to an insert to commit the
+    /// job at once, outside any transaction of yours.
     pub fn pool(&self) -> &PgPool {
         &self.pool
     }
@@ -155,14 +216,13 @@ impl Client {
     }
 
     /// Fail with a clear message when the database is not migrated (run
-    /// `awa migrate` or `cargo xtask migrate`) or was migrated by a newer
-    /// release than this client.
+    /// `awa migrate` or `cargo xtask migrate`), is at an older schema
+    /// version than this client (run `awa migrate` with this release), or
+    /// was migrated by a newer release.
     pub async fn check_schema(&self) -> Result<(), Error> {
         let mut conn = self.pool.acquire().await?;
-        match awa_maint::migrate::check_compatible(&mut conn).await? {
-            Some(_) => Ok(()),
-            None => Err(awa_maint::MaintError::NotMigrated.into()),
-        }
+        awa_maint::migrate::require_current(&mut conn).await?;
+        Ok(())
     }
 
     /// Insert one typed job with its type's defaults: on a transaction
@@ -260,6 +320,43 @@ impl Client {
         Ok(awa_exec::cancel_in(&mut conn, &reads, id).await?)
     }
 
+    /// Put a failed or cancelled job back as fresh work: the same id, its
+    /// attempts start again and its attempt history is kept, whether or
+    /// not its queue dead-letters (dead letters: the DLQ's own retry).
+    /// Returns what happened (`matched == 0`: no failure of that job is
+    /// kept; `kept`: a newer unfinished job holds its unique key), or None
+    /// when no substrate keeps a failure of that job.
+    pub async fn retry(&self, id: JobId) -> Result<Option<awa_history::Retried>, Error> {
+        let mut conn = self.pool.acquire().await?;
+        let reads = self.routing(&mut conn).await?.reads();
+        Ok(awa_history::retry_in(&mut conn, &reads, id).await?)
+    }
+
+    /// Put back every failed or cancelled job `selection` names (its
+    /// `state` must be failed or cancelled), or with `dry_run` only count
+    /// them. Failures recorded after the call began are left alone.
+    pub async fn retry_matching(
+        &self,
+        selection: &JobSelection,
+        dry_run: bool,
+    ) -> Result<awa_history::Retried, Error> {
+        let mut conn = self.pool.acquire().await?;
+        let reads = self.routing(&mut conn).await?.reads();
+        Ok(awa_history::retry_matching(&mut conn, &reads, selection, dry_run).await?)
+    }
+
+    /// Cancel every unfinished job `selection` names (any unfinished
+    /// state, or the one it names), or with `dry_run` only count them.
+    pub async fn cancel_matching(
+        &self,
+        selection: &JobSelection,
+        dry_run: bool,
+    ) -> Result<awa_exec::BulkCancelled, Error> {
+        let mut conn = self.pool.acquire().await?;
+        let reads = self.routing(&mut conn).await?.reads();
+        Ok(awa_exec::cancel_matching(&mut conn, &reads, selection, dry_run).await?)
+    }
+
     /// Stop the workers started by [`crate::ClientBuilder::start`]: no new
     /// claims; in-flight jobs get up to `grace` to finish, buffered and
     /// unfinished ones are released to run again (never lost); then the
@@ -289,31 +386,42 @@ fn typed_batch<J: Job>(jobs: &[J]) -> Result<Vec<NewJob>, Error> {
         .collect()
 }
 
-/// A pool for `url`, with a bounded connect time. Errors never quote the
-/// URL (it may carry a password).
-pub(crate) async fn connect_pool(url: &str, max_connections: u32) -> Result<PgPool, Error> {
-    // Checked as libpq reads URLs (scheme, sslmode, sslrootcert), with a
-    // message that never holds the password.
-    let options =
+/// A pool of up to `max_connections` to `url`, connected the way
+/// [`Client::connect`] connects (a `postgres://` URL, `sslmode` and
+/// `sslrootcert` as libpq reads them, host lists tried in order, errors that
+/// never show the password), without the schema check: pass it to
+/// [`Client::builder`], whose `start` checks the schema. This pool does not
+/// move to a new primary after a failover of a host list by itself: use
+/// [`Client::connect`] (and [`Client::to_builder`] for workers) for that.
+pub async fn connect(url: &str, max_connections: u32) -> Result<PgPool, Error> {
+    connect_pool(url, max_connections)
+        .await
+        .map(|(pool, _watch)| pool)
+}
+
+/// A pool for `url`, with a bounded connect time, and its failover watch
+/// (`awa_maint::connect`). Errors never quote the URL's password.
+pub(crate) async fn connect_pool(
+    url: &str,
+    max_connections: u32,
+) -> Result<(PgPool, awa_maint::connect::Watch), Error> {
+    // Checked as libpq reads URLs (scheme, sslmode, sslrootcert, host
+    // lists), with a message that never holds the password.
+    let info =
         awa_core::conninfo::connect_options(url).map_err(|err| Error::Connect(err.to_string()))?;
-    let connecting = sqlx::postgres::PgPoolOptions::new()
+    let options = sqlx::postgres::PgPoolOptions::new()
         .max_connections(max_connections.max(1))
-        .acquire_timeout(CONNECT_TIMEOUT)
-        .connect_with(options);
-    match tokio::time::timeout(CONNECT_TIMEOUT, connecting).await {
-        Ok(Ok(pool)) => Ok(pool),
+        .acquire_timeout(CONNECT_TIMEOUT);
+    awa_maint::connect::pool(&info, options)
+        .await
         // The driver may quote part of the URL back: scrub its secrets.
-        Ok(Err(err)) => Err(Error::Connect(format!(
-            "{}: {} (check the host, port, credentials and sslmode)",
-            awa_core::redact::redact_conninfo(url),
-            awa_core::redact::scrub(&awa_core::db_error::Described(&err).to_string(), url)
-        ))),
-        Err(_) => Err(Error::Connect(format!(
-            "{}: no answer within {} s",
-            awa_core::redact::redact_conninfo(url),
-            CONNECT_TIMEOUT.as_secs()
-        ))),
-    }
+        .map_err(|err| {
+            Error::Connect(format!(
+                "{}: {} (check the host, port, credentials and sslmode)",
+                awa_core::redact::redact_conninfo(url),
+                awa_core::redact::scrub(&err.to_string(), url)
+            ))
+        })
 }
 
 /// `awa_jobs_enqueued_total`: jobs this process inserted (not those whose

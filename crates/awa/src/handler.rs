@@ -9,8 +9,11 @@ use std::marker::PhantomData;
 use std::sync::Arc;
 
 /// A handler of typed jobs `J`: any `async fn(J, JobContext) ->
-/// HandlerResult` (or closure returning such a future) is one.
+/// HandlerResult` (or closure returning such a future) is one, so this
+/// trait is rarely implemented by hand. Give it to
+/// [`crate::ClientBuilder::register`].
 pub trait JobHandler<J>: Send + Sync + 'static {
+    /// Run the handler on one attempt's typed args and context.
     fn call(
         &self,
         job: J,

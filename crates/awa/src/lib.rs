@@ -51,6 +51,8 @@
 //! are sqlx 0.9's: an application passes its own transaction only if it
 //! uses the same sqlx major (see `docs/adr/0004-sqlx-major-version.md`).
 
+#![warn(missing_docs)]
+
 mod builder;
 mod client;
 mod error;
@@ -60,7 +62,7 @@ mod retry;
 pub mod testing;
 
 pub use builder::ClientBuilder;
-pub use client::{Client, Inserted};
+pub use client::{Client, Inserted, connect};
 pub use error::Error;
 pub use handler::JobHandler;
 pub use job::{InsertOpts, Job, new_job};
@@ -69,20 +71,43 @@ pub use retry::RetryPolicy;
 /// `#[derive(Job)]`: see [`Job`].
 pub use awa_macros::Job;
 
-pub use awa_core::{JobId, JobState, NewJob, Priority, QueueName, SchemaName};
+pub use awa_core::{
+    JobId, JobSelection, JobState, NewJob, Priority, QueueName, SchemaName, Unique,
+};
 pub use awa_exec::Progress;
 pub use awa_exec::worker::{
-    Handler, HandlerResult, JobContext, JobError, JobEvent, Outcome, StatsSnapshot, Worked,
+    DEFAULT_CANCEL_GRACE, Handler, HandlerResult, JobContext, JobError, JobEvent, Outcome,
+    StatsSnapshot, Worked,
 };
 pub use awa_maint::tasks::MaintSettings;
 
-/// Periodic jobs: [`Schedule`](awa_control::cron::Schedule) and its
+/// Periodic jobs: [`Schedule`] and its
 /// missed-fire policy, declared with [`ClientBuilder::cron`].
 pub use awa_control::cron::{Missed, Schedule};
 
 /// A schedule that enqueues `job` (its type's kind, queue and priority)
 /// at every tick of `cron` (5 or 6 fields, or `@hourly`-style), in UTC:
-/// set `timezone` and `missed` on the result to change that.
+/// set `timezone` and `missed` on the result to change that. Declare it
+/// with [`ClientBuilder::cron`]; the maintenance leader fires each tick
+/// exactly once.
+///
+/// ```
+/// use awa::Missed;
+///
+/// #[derive(serde::Serialize, serde::Deserialize, awa::Job)]
+/// #[awa(queue = "reports")]
+/// struct BuildReport { full: bool }
+///
+/// let mut nightly = awa::schedule("nightly", "0 3 * * *", &BuildReport { full: true })?;
+/// nightly.timezone = "Europe/Berlin".into();
+/// nightly.missed = Missed::CatchUp { limit: 3 };
+/// assert_eq!(nightly.kind, "build_report");
+/// assert_eq!(nightly.queue, "reports");
+///
+/// // Refused when built, not when the leader first tries to fire it:
+/// assert!(awa::schedule("bad", "61 * * * *", &BuildReport { full: false }).is_err());
+/// # Ok::<(), awa::Error>(())
+/// ```
 pub fn schedule<J: Job>(name: &str, cron: &str, job: &J) -> Result<Schedule, Error> {
     let args = serde_json::to_value(job).map_err(|source| Error::Serialize {
         kind: J::KIND,
@@ -133,3 +158,9 @@ pub async fn shutdown_signal() {
         let _ = tokio::signal::ctrl_c().await;
     }
 }
+
+/// The README's examples, compiled as doctests so it cannot drift from the
+/// API (it is what crates.io shows).
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;

@@ -9,7 +9,44 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-/// How long to wait before retrying, by attempt.
+/// How long to wait before retrying, by attempt. Set one per job type
+/// ([`crate::ClientBuilder::retry_policy`]), per untyped kind or per queue;
+/// the delay is decided in the worker and the database still bounds it
+/// (30 days) and counts attempts against `max_attempts`.
+///
+/// ```
+/// # #[tokio::main]
+/// # async fn main() -> Result<(), sqlx::Error> {
+/// use awa::RetryPolicy;
+/// use std::time::Duration;
+///
+/// let policy = RetryPolicy::Exponential {
+///     base: Duration::from_secs(1),
+///     factor: 2.0,
+///     max: Duration::from_secs(60),
+///     jitter: 0.0,
+/// };
+/// let waits: Vec<u64> = (1..=8).map(|attempt| policy.delay(attempt).unwrap().as_secs()).collect();
+/// assert_eq!(waits, [1, 2, 4, 8, 16, 32, 60, 60]);
+///
+/// assert_eq!(RetryPolicy::fixed(Duration::from_secs(5)).delay(3), Some(Duration::from_secs(5)));
+/// assert_eq!(RetryPolicy::Default.delay(3), None); // the substrate's backoff
+///
+/// // A policy is given to the builder, per job type, kind or queue:
+/// # #[derive(serde::Serialize, serde::Deserialize, awa::Job)]
+/// # struct SendWelcome { user_id: i64 }
+/// # let pool = sqlx::PgPool::connect_lazy("postgres://localhost/app")?;
+/// let builder = awa::Client::builder(pool)
+///     .queue("default", 8)
+///     .retry_policy::<SendWelcome>(RetryPolicy::exponential(
+///         Duration::from_secs(10),
+///         Duration::from_secs(3600),
+///     ))
+///     .queue_retry_policy("default", RetryPolicy::fixed(Duration::from_secs(30)));
+/// # drop(builder);
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Clone, Default)]
 pub enum RetryPolicy {
     /// The substrate's default backoff (exponential with jitter, in SQL).
@@ -19,9 +56,13 @@ pub enum RetryPolicy {
     /// (a fraction, 0.0-1.0) of it added at random so retries of a burst
     /// of failures spread out.
     Exponential {
+        /// The wait after the first attempt.
         base: Duration,
+        /// The growth per attempt (below 1.0 counts as 1.0).
         factor: f64,
+        /// The longest wait.
         max: Duration,
+        /// The largest fraction of the wait added at random (0.0-1.0).
         jitter: f64,
     },
     /// The same delay every time.
@@ -63,10 +104,12 @@ impl RetryPolicy {
         }
     }
 
+    /// `delay` after every failed attempt.
     pub fn fixed(delay: Duration) -> Self {
         RetryPolicy::Fixed(delay)
     }
 
+    /// `f(attempt)` after `attempt` failed (1 for the first run).
     pub fn custom(f: impl Fn(i32) -> Duration + Send + Sync + 'static) -> Self {
         RetryPolicy::Custom(Arc::new(f))
     }

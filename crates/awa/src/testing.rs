@@ -4,9 +4,36 @@
 //!   registered handlers (no background tasks), so a test can enqueue,
 //!   work and assert in sequence.
 //! - [`enqueued`] lists what was enqueued of a job type, typed.
-//! - [`test_db`] (feature `test-support`) gives a throwaway migrated
+//! - `test_db` (feature `test-support`) gives a throwaway migrated
 //!   database from the shared harness: `DATABASE_URL` if set, else a
 //!   temporary local cluster, else testcontainers.
+//!
+//! ```
+//! # #[tokio::main]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! use awa::{Client, JobState};
+//!
+//! #[derive(Debug, PartialEq, serde::Serialize, serde::Deserialize, awa::Job)]
+//! #[awa(queue = "email")]
+//! struct SendWelcome { user_id: i64 }
+//!
+//! // In a test, with `awa = { version = "0.1", features = ["test-support"] }`
+//! // among the dev-dependencies: a database of its own, dropped at the end.
+//! let db = awa::testing::test_db().await?;
+//! let pool = db.pool().await?;
+//!
+//! // The code under test enqueues...
+//! Client::new(pool.clone()).insert(&pool, &SendWelcome { user_id: 7 }).await?;
+//!
+//! // ...and the test reads back what it enqueued, typed.
+//! let jobs = awa::testing::enqueued::<_, SendWelcome>(&pool, 10).await?;
+//! assert_eq!(jobs.len(), 1);
+//! let (view, args) = &jobs[0];
+//! assert_eq!(view.state, JobState::Available);
+//! assert_eq!(args, &SendWelcome { user_id: 7 });
+//! # Ok(())
+//! # }
+//! ```
 
 use crate::{Error, Job};
 use awa_core::{JobState, QueueName, SchemaName};

@@ -1,5 +1,5 @@
 //! The client against real PostgreSQL: typed inserts in the caller's
-//! transaction, unique keys, the array and COPY paths, `work_one`, retry
+//! transaction, unique keys and key specs, the array and COPY paths, `work_one`, retry
 //! policies, typed args that no longer match, and builder mistakes.
 
 use awa::{
@@ -21,6 +21,26 @@ struct SendWelcome {
 struct ResizeImage {
     url: String,
     width: u32,
+}
+
+/// One refresh per account every 10 minutes, completed ones included.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize, awa::Job)]
+#[awa(queue = "refresh", unique(by_args, period = "10m"))]
+struct RefreshAccount {
+    account: i64,
+}
+
+/// One unfinished sync per tenant and queue, failed ones kept for an hour.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize, awa::Job)]
+#[awa(unique(
+    by_queue,
+    fields("tenant"),
+    period = "1h",
+    states("failed", "completed")
+))]
+struct SyncTenant {
+    tenant: String,
+    page: u32,
 }
 
 fn welcome(user_id: i64) -> SendWelcome {
@@ -113,6 +133,94 @@ async fn a_taken_unique_key_returns_the_holder_and_inserts_nothing() {
             .len(),
         1
     );
+}
+
+#[test]
+fn the_derive_says_the_unique_spec() {
+    assert_eq!(
+        RefreshAccount::unique(),
+        Some(awa::Unique::by_args().period(Duration::from_secs(600)))
+    );
+    assert_eq!(
+        SyncTenant::unique(),
+        Some(
+            awa::Unique::by_fields(["tenant"])
+                .with_queue()
+                .period(Duration::from_secs(3600))
+                .states([JobState::Failed, JobState::Completed])
+        )
+    );
+    assert_eq!(SendWelcome::unique(), None);
+}
+
+#[tokio::test]
+async fn a_duplicate_by_the_type_or_the_options_spec_returns_the_existing_job() {
+    let db = awa::testing::test_db().await.unwrap();
+    let pool = db.pool().await.unwrap();
+    let client = Client::new(pool.clone());
+    // The type's spec, on every insert path.
+    let first = client
+        .insert(&pool, &RefreshAccount { account: 1 })
+        .await
+        .unwrap();
+    let again = client
+        .insert(&pool, &RefreshAccount { account: 1 })
+        .await
+        .unwrap();
+    let other = client
+        .insert(&pool, &RefreshAccount { account: 2 })
+        .await
+        .unwrap();
+    assert!(first.inserted && other.inserted && !again.inserted);
+    assert_eq!(again.id, first.id);
+    let many = client
+        .insert_many(
+            &pool,
+            &[RefreshAccount { account: 2 }, RefreshAccount { account: 3 }],
+        )
+        .await
+        .unwrap();
+    assert_eq!((many[0].id, many[0].inserted), (other.id, false));
+    assert!(many[1].inserted);
+    let copied = client
+        .insert_many_copy(&pool, &[RefreshAccount { account: 3 }])
+        .await
+        .unwrap();
+    assert_eq!((copied[0].id, copied[0].inserted), (many[1].id, false));
+    // By fields: the page does not matter, the queue does.
+    let sync = |page| SyncTenant {
+        tenant: "acme".into(),
+        page,
+    };
+    let s1 = client.insert(&pool, &sync(1)).await.unwrap();
+    let s2 = client.insert(&pool, &sync(2)).await.unwrap();
+    let s3 = client
+        .insert_with(&pool, &sync(3), InsertOpts::new().queue("other"))
+        .await
+        .unwrap();
+    assert_eq!((s2.id, s2.inserted), (s1.id, false));
+    assert!(s3.inserted);
+    // The options' spec over the type's (none for SendWelcome).
+    let by_kind = InsertOpts::new().unique(awa::Unique::by_kind());
+    let w1 = client
+        .insert_with(&pool, &welcome(1), by_kind.clone())
+        .await
+        .unwrap();
+    let w2 = client
+        .insert_with(&pool, &welcome(2), by_kind)
+        .await
+        .unwrap();
+    assert_eq!((w2.id, w2.inserted), (w1.id, false));
+    // A bad spec is refused before anything is sent.
+    let err = client
+        .insert_with(
+            &pool,
+            &welcome(3),
+            InsertOpts::new().unique(awa::Unique::by_args().states([JobState::Completed])),
+        )
+        .await
+        .expect_err("states without a period");
+    assert!(matches!(err, Error::Invalid(_)), "{err}");
 }
 
 #[tokio::test]

@@ -9,19 +9,22 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// Where cargo put the example binaries (`target/<profile>/examples/`),
-/// building them first if this test was built alone.
+/// built first: a test target does not rebuild examples, so an old binary
+/// would otherwise be run against new code. (Once per test process; a
+/// no-op when they are up to date.)
 fn example(name: &str) -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    let profile_dir = exe.parent().and_then(Path::parent).unwrap();
-    let path = profile_dir.join("examples").join(name);
-    if !path.exists() {
+    static BUILT: std::sync::Once = std::sync::Once::new();
+    BUILT.call_once(|| {
         let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
         let status = Command::new(cargo)
             .args(["build", "-p", "awa", "--examples"])
             .status()
             .unwrap();
         assert!(status.success(), "building the examples failed");
-    }
+    });
+    let exe = std::env::current_exe().unwrap();
+    let profile_dir = exe.parent().and_then(Path::parent).unwrap();
+    let path = profile_dir.join("examples").join(name);
     assert!(path.exists(), "no example binary at {}", path.display());
     path
 }
@@ -91,6 +94,51 @@ async fn the_producer_and_worker_examples_run_end_to_end() {
         "stopped after 5 completed jobs",
     ] {
         assert!(stdout.contains(line), "missing {line:?} in:\n{stdout}");
+    }
+}
+
+/// A `main` that returns an error prints it with `Debug`: each example, run
+/// the ways a newcomer gets it wrong, must print what to do (not
+/// `Error: Maint(NotMigrated)`, `Error: NotPresent` or a driver's struct).
+#[tokio::test]
+async fn errors_returned_from_main_read_as_messages() {
+    let unmigrated = awa_harness::TestDb::empty().await.unwrap();
+    for name in ["producer", "worker"] {
+        for (how, url, says) in [
+            (
+                "an unmigrated database",
+                Some(unmigrated.url()),
+                "run `awa migrate`",
+            ),
+            ("no DATABASE_URL", None, "set DATABASE_URL"),
+            (
+                "nothing listening",
+                Some("postgres://nobody:s3cretpw@127.0.0.1:1/app"),
+                "could not connect to PostgreSQL",
+            ),
+        ] {
+            let mut cmd = Command::new(example(name));
+            cmd.env_remove("DATABASE_URL");
+            if let Some(url) = url {
+                cmd.env("DATABASE_URL", url);
+            }
+            let out = tokio::task::spawn_blocking(move || cmd.output())
+                .await
+                .unwrap()
+                .unwrap();
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert!(!out.status.success(), "{name} with {how}: {stderr}");
+            assert!(
+                stderr.contains(says),
+                "{name} with {how} should say {says:?}: {stderr}"
+            );
+            for bare in ["NotMigrated", "Maint(", "NotPresent", "Io(", "s3cretpw"] {
+                assert!(
+                    !stderr.contains(bare),
+                    "{name} with {how} printed {bare:?}: {stderr}"
+                );
+            }
+        }
     }
 }
 

@@ -22,6 +22,8 @@ pub enum ChaosError {
     Harness(#[from] awa_harness::HarnessError),
     #[error("migrating the chaos database failed: {0}")]
     Migrate(String),
+    #[error("connecting to the chaos database failed: {0}")]
+    Connect(String),
     #[error("{0}")]
     Task(String),
     #[error("`awa {args}` failed: {why}")]

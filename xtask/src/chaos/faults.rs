@@ -2,7 +2,7 @@
 
 use super::error::ChaosError;
 use super::procs::Workers;
-use awa_harness::PgServer;
+use super::servers::Servers;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -15,6 +15,9 @@ pub enum Fault {
     KillLeader,
     /// `pg_ctl restart -m immediate` of the test cluster.
     RestartPostgres,
+    /// SIGKILL of the primary's postmaster and `pg_ctl promote` of its
+    /// synchronous standby (then a new standby for the next one).
+    Failover,
 }
 
 impl Fault {
@@ -23,6 +26,7 @@ impl Fault {
             Fault::KillWorker => "kill -9 worker",
             Fault::KillLeader => "kill -9 leader",
             Fault::RestartPostgres => "postgres immediate restart",
+            Fault::Failover => "primary killed, standby promoted",
         }
     }
 }
@@ -39,7 +43,7 @@ const FIND_LEADER: Duration = Duration::from_secs(10);
 
 pub async fn inject(
     fault: Fault,
-    server: &PgServer,
+    servers: &mut Servers,
     workers: &mut Workers,
     bin: &Path,
     url: &str,
@@ -80,6 +84,7 @@ pub async fn inject(
             }
         }
         Fault::RestartPostgres => {
+            let server = &servers.primary;
             if !server.can_restart() {
                 return Ok(Injected::Skipped(format!(
                     "the {:?} server is not ours to restart (unset DATABASE_URL to let the \
@@ -91,6 +96,13 @@ pub async fn inject(
             tracing::info!("restarted postgres (immediate)");
             Ok(Injected::Done)
         }
+        Fault::Failover => Ok(match servers.fail_over().await? {
+            Some(()) => {
+                tracing::info!("killed the primary and promoted its standby");
+                Injected::Done
+            }
+            None => Injected::Skipped("no standby to promote".into()),
+        }),
     }
 }
 

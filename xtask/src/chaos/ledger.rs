@@ -95,6 +95,17 @@ pub async fn live_in(pool: &PgPool, queue: &str) -> Result<i64, sqlx::Error> {
         .await
 }
 
+/// Ring rotations recorded after `at` (any ring): maintenance ran then.
+pub async fn rotations_since(
+    pool: &PgPool,
+    at: chrono::DateTime<chrono::Utc>,
+) -> Result<i64, sqlx::Error> {
+    sqlx::query_scalar("SELECT count(*) FROM awa.ring_ledger WHERE rotated_at > $1")
+        .bind(at)
+        .fetch_one(pool)
+        .await
+}
+
 /// Rows in the queue ring's ready entries, over every slot.
 pub async fn ring_rows(pool: &PgPool) -> Result<i64, sqlx::Error> {
     sqlx::query_scalar("SELECT count(*) FROM awa.ready_entries")

@@ -74,6 +74,9 @@ CREATE TRIGGER chaos_ready AFTER INSERT ON awa.ready_entries
     FOR EACH ROW EXECUTE FUNCTION chaos.note_ready();
 CREATE TRIGGER chaos_done AFTER INSERT ON awa.done_entries
     FOR EACH ROW EXECUTE FUNCTION chaos.note_done();
+-- Failed and cancelled jobs are kept outside the rings (ADR 11).
+CREATE TRIGGER chaos_failure AFTER INSERT ON awa.failure_entries
+    FOR EACH ROW EXECUTE FUNCTION chaos.note_done();
 CREATE TRIGGER chaos_done_batch AFTER INSERT ON awa.done_batches
     FOR EACH ROW EXECUTE FUNCTION chaos.note_done_batch();
 CREATE TRIGGER chaos_closure AFTER INSERT ON awa.claim_closures

@@ -70,6 +70,21 @@ impl RingCheck {
     }
 }
 
+/// The failover scenario's own verdict: a failover happened, and the
+/// maintenance leader worked on the new primary after the last one.
+#[derive(Debug)]
+pub struct FailoverCheck {
+    pub failovers: usize,
+    /// Ring rotations stamped after the last promotion.
+    pub rotations_after: i64,
+}
+
+impl FailoverCheck {
+    pub fn ok(&self) -> bool {
+        self.failovers > 0 && self.rotations_after > 0
+    }
+}
+
 #[derive(Debug)]
 pub struct Report {
     pub scenario: Scenario,
@@ -91,6 +106,10 @@ pub struct Report {
     pub orphan: Option<OrphanCheck>,
     pub poison: Option<PoisonCheck>,
     pub ring: Option<RingCheck>,
+    pub failover: Option<FailoverCheck>,
+    /// Whether a worker may exit by itself (it is replaced). Not in the
+    /// failover scenario: processes reach the new primary without one.
+    pub exits_allowed: bool,
 }
 
 impl Report {
@@ -103,6 +122,8 @@ impl Report {
             && self.orphan.as_ref().is_none_or(OrphanCheck::ok)
             && self.poison.as_ref().is_none_or(|p| p.unrecorded() == 0)
             && self.ring.as_ref().is_none_or(RingCheck::ok)
+            && self.failover.as_ref().is_none_or(FailoverCheck::ok)
+            && (self.exits_allowed || self.unexpected_exits == 0)
     }
 
     pub fn summary(&self) -> String {
@@ -144,7 +165,7 @@ impl Report {
                 self.producer_errors, t.retried_enqueues
             );
         }
-        if self.unexpected_exits > 0 {
+        if self.unexpected_exits > 0 && self.exits_allowed {
             let _ = writeln!(
                 s,
                 "  {} workers exited without being killed (replaced)",
@@ -152,6 +173,12 @@ impl Report {
             );
         }
         let mut problems = Vec::new();
+        if self.unexpected_exits > 0 && !self.exits_allowed {
+            problems.push(format!(
+                "{} workers exited without being killed: a failover must not need a restart",
+                self.unexpected_exits
+            ));
+        }
         let few = |v: &[i64]| {
             let shown: Vec<String> = v.iter().take(10).map(i64::to_string).collect();
             let more = if v.len() > 10 { ", ..." } else { "" };
@@ -253,6 +280,18 @@ impl Report {
                 None => line,
             };
             if r.ok() {
+                let _ = writeln!(s, "  {line}");
+            } else {
+                problems.push(line);
+            }
+        }
+        if let Some(f) = &self.failover {
+            let line = format!(
+                "failover: {} promotions; maintenance on the new primary: {} ring rotations \
+                 after the last one",
+                f.failovers, f.rotations_after
+            );
+            if f.ok() {
                 let _ = writeln!(s, "  {line}");
             } else {
                 problems.push(line);

@@ -1,5 +1,6 @@
 //! One scenario run, start to verdict: a fresh database on the given
-//! server, the ledger, worker processes, the producer, faults on a
+//! server (or, for the failover scenario, a primary and standby of its
+//! own), the ledger, worker processes, the producer, faults on a
 //! schedule, settling, a graceful stop, and the count.
 
 use super::error::ChaosError;
@@ -7,8 +8,9 @@ use super::faults::{self, Injected};
 use super::ledger;
 use super::load::{self, LOAD_KIND};
 use super::procs::Workers;
-use super::report::{OrphanCheck, PoisonCheck, PoisonJob, Report, RingCheck};
+use super::report::{FailoverCheck, OrphanCheck, PoisonCheck, PoisonJob, Report, RingCheck};
 use super::scenario::{Plan, Scenario};
+use super::servers::Servers;
 use super::tally::{self, Observed};
 use awa_core::QueueName;
 use awa_harness::{PgServer, TestDb};
@@ -39,17 +41,30 @@ pub async fn run(
     dir: &Path,
 ) -> Result<Report, ChaosError> {
     let started = Instant::now();
-    let db = TestDb::empty_on(server).await?;
-    let url = db.url().to_owned();
+    // The failover scenario kills its primary: it gets servers of its own
+    // (their `postgres` database), never the suite's cluster.
+    let (mut servers, url, db) = if plan.failover {
+        let servers = Servers::pair().await?;
+        let url = servers.host_list_url();
+        (servers, url, None)
+    } else {
+        let db = TestDb::empty_on(server).await?;
+        let url = db.url().to_owned();
+        (Servers::single(server), url, Some(db))
+    };
     awa_maint::migrate(&url)
         .await
         .map_err(|e| ChaosError::Migrate(e.to_string()))?;
-    let pool = PgPoolOptions::new()
+    // Through the host list like every process of the run: the producer
+    // and the ledger reads follow a failover too.
+    let info = awa_core::conninfo::connect_options(&url)
+        .map_err(|e| ChaosError::Migrate(e.to_string()))?;
+    let options = PgPoolOptions::new()
         .max_connections(6)
-        .acquire_timeout(Duration::from_secs(10))
-        .connect(&url)
+        .acquire_timeout(Duration::from_secs(10));
+    let (pool, _watch) = awa_maint::connect::pool(&info, options)
         .await
-        .map_err(|e| ChaosError::db("connecting to the chaos database", e))?;
+        .map_err(|e| ChaosError::Connect(e.to_string()))?;
     ledger::install(&pool).await?;
     let queue = QueueName::new(QUEUE).expect("a valid queue name");
 
@@ -105,7 +120,7 @@ pub async fn run(
         if !plan.faults.is_empty() && Instant::now() >= next_fault {
             let fault = plan.faults[injected.len() % plan.faults.len()];
             let outcome =
-                faults::inject(fault, server, &mut workers, bin, &url, &mut rotation).await?;
+                faults::inject(fault, &mut servers, &mut workers, bin, &url, &mut rotation).await?;
             if let Injected::Skipped(why) = &outcome {
                 tracing::warn!(fault = fault.name(), why, "fault skipped");
             }
@@ -120,6 +135,11 @@ pub async fn run(
     let settled = settle(&pool, &mut workers, plan.settle).await?;
     let ring = if plan.ring_bound {
         Some(ring_check(&pool, &mut workers, plan, produced.acked.len(), peak_ring).await?)
+    } else {
+        None
+    };
+    let failover = if plan.failover {
+        Some(failover_check(&pool, &mut workers, &servers).await?)
     } else {
         None
     };
@@ -211,6 +231,8 @@ pub async fn run(
         orphan,
         poison,
         ring,
+        failover,
+        exits_allowed: !plan.failover,
     })
 }
 
@@ -249,6 +271,38 @@ async fn settle(pool: &PgPool, workers: &mut Workers, limit: Duration) -> Result
         }
     }
     Ok(false)
+}
+
+/// After the last failover, maintenance must run on the new primary: a
+/// ring rotation stamped by its clock after the promotion (the leader
+/// rotates every `--rotate-interval`), waited for up to half a minute.
+async fn failover_check(
+    pool: &PgPool,
+    workers: &mut Workers,
+    servers: &Servers,
+) -> Result<FailoverCheck, ChaosError> {
+    let Some(&last) = servers.promoted_at.last() else {
+        return Ok(FailoverCheck {
+            failovers: 0,
+            rotations_after: 0,
+        });
+    };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut rotations = 0;
+    while Instant::now() < deadline {
+        workers.supervise()?;
+        if let Ok(n) = ledger::rotations_since(pool, last).await {
+            rotations = n;
+            if n > 0 {
+                break;
+            }
+        }
+        tokio::time::sleep(SUPERVISE).await;
+    }
+    Ok(FailoverCheck {
+        failovers: servers.promoted_at.len(),
+        rotations_after: rotations,
+    })
 }
 
 /// With the load done, the queue ring must shrink back to a small fraction

@@ -19,13 +19,20 @@ pub enum Scenario {
     /// An orphan job on an unserved queue under load with fast rotation:
     /// once the load is done, the queue ring is reclaimed around it.
     OrphanRing,
+    /// A primary with a synchronous streaming standby, reached through a
+    /// libpq host list; under load the primary's postmaster is killed
+    /// (SIGKILL) and the standby promoted: every acknowledged job
+    /// completes exactly once, no process restarts, and maintenance
+    /// resumes on the new primary.
+    Failover,
 }
 
 impl Scenario {
-    pub const ALL: [Scenario; 3] = [
+    pub const ALL: [Scenario; 4] = [
         Scenario::Faults,
         Scenario::PoisonResult,
         Scenario::OrphanRing,
+        Scenario::Failover,
     ];
 
     pub fn name(self) -> &'static str {
@@ -33,6 +40,7 @@ impl Scenario {
             Scenario::Faults => "faults",
             Scenario::PoisonResult => "poison-result",
             Scenario::OrphanRing => "orphan-ring",
+            Scenario::Failover => "failover",
         }
     }
 
@@ -50,6 +58,7 @@ impl Scenario {
             orphan: false,
             poison: false,
             ring_bound: false,
+            failover: false,
             settle: Duration::from_secs(if long { 180 } else { 90 }),
         };
         match self {
@@ -71,6 +80,19 @@ impl Scenario {
                 rotate_interval: Duration::from_millis(200),
                 orphan: true,
                 ring_bound: true,
+                ..base
+            },
+            // Short: one failover halfway through the load. Long: one a
+            // minute, each onto the standby made after the last one.
+            Scenario::Failover => Plan {
+                faults: vec![Fault::Failover],
+                fault_every: if long {
+                    Duration::from_secs(60)
+                } else {
+                    load / 2
+                },
+                workers: 2,
+                failover: true,
                 ..base
             },
         }
@@ -97,6 +119,10 @@ pub struct Plan {
     pub poison: bool,
     /// Check that the queue ring is reclaimed once the load is done.
     pub ring_bound: bool,
+    /// Run on a primary and synchronous standby of our own, through a
+    /// host list; no worker may exit by itself, and maintenance must run
+    /// on the new primary after the last failover.
+    pub failover: bool,
     /// Longest wait, after the load, for every load job to finish.
     pub settle: Duration,
 }

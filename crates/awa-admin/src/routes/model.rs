@@ -72,6 +72,25 @@ pub struct JobDetail {
     pub progress: Option<AttemptProgress>,
 }
 
+/// Which jobs a bulk action applies to: one queue's, narrowed by state,
+/// kind and args containment.
+#[derive(Debug, serde::Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct BulkSelection {
+    pub queue: String,
+    /// Retry: failed or cancelled (required). Cancel: available,
+    /// scheduled, retryable, snoozed or running (absent: any of them).
+    pub state: Option<String>,
+    pub kind: Option<String>,
+    /// jsonb containment: `{"user": 42}` matches args holding that key
+    /// with that value.
+    #[schema(value_type = Option<Object>)]
+    pub args_contains: Option<serde_json::Value>,
+    /// Only count the jobs that match; change nothing.
+    #[serde(default)]
+    pub dry_run: bool,
+}
+
 #[derive(Debug, serde::Serialize, utoipa::ToSchema)]
 pub struct Cancelled {
     pub id: JobId,
@@ -127,9 +146,73 @@ pub struct CronEntry {
     pub last_tick: Option<DateTime<Utc>>,
     pub next_fire: Option<DateTime<Utc>>,
     pub last_job_id: Option<i64>,
+    /// Why the maintenance leader cannot fire this schedule (it skips it
+    /// and fires the others), while it cannot; null once it fires again.
+    pub error: Option<String>,
+    /// Since when `error` has held.
+    pub error_since: Option<DateTime<Utc>>,
+}
+
+impl CronEntry {
+    /// The stored schedule as served, its next fire computed at `now`.
+    pub fn new(s: awa_control::cron::Stored, now: DateTime<Utc>) -> Self {
+        Self {
+            next_fire: s.next_fire(now),
+            name: s.schedule.name,
+            cron: s.schedule.cron,
+            timezone: s.schedule.timezone,
+            queue: s.schedule.queue,
+            kind: s.schedule.kind,
+            enabled: s.enabled,
+            last_tick: s.last_tick,
+            last_job_id: s.last_job_id,
+            error: s.error,
+            error_since: s.error_since,
+        }
+    }
 }
 
 #[derive(Debug, serde::Serialize, utoipa::ToSchema)]
 pub struct CronList {
     pub schedules: Vec<CronEntry>,
+}
+
+/// A schedule's job enqueued now, outside its ticks.
+#[derive(Debug, serde::Serialize, utoipa::ToSchema)]
+pub struct CronRun {
+    pub name: String,
+    pub job_id: JobId,
+}
+
+/// Every queue's activity in one minute, or one queue's.
+#[derive(Debug, serde::Serialize, utoipa::ToSchema)]
+pub struct ActivityPoint {
+    /// The minute's start.
+    pub minute: DateTime<Utc>,
+    /// Jobs that reached each terminal state in the minute.
+    pub completed: i64,
+    pub failed: i64,
+    pub cancelled: i64,
+    pub dead_lettered: i64,
+    /// From becoming runnable to being claimed (the latest 200 claims of
+    /// the minute, each claim's first job); absent without claims.
+    pub pickup_avg_secs: Option<f64>,
+    pub pickup_max_secs: Option<f64>,
+    /// The longest any available job had waited when the leader measured
+    /// during the minute; absent when none was waiting.
+    pub wait_max_secs: Option<f64>,
+}
+
+/// Throughput, failures and latency per minute, for charts.
+#[derive(Debug, serde::Serialize, utoipa::ToSchema)]
+pub struct ActivityView {
+    pub minutes: i32,
+    /// The queue asked for; absent: every queue, summed.
+    pub queue: Option<String>,
+    /// One per minute, oldest first, ending with the current minute; zeros
+    /// where nothing was recorded.
+    pub points: Vec<ActivityPoint>,
+    /// When the maintenance leader last recorded any of these minutes;
+    /// absent: nothing recorded (no leader has run in the window).
+    pub last_measured_at: Option<DateTime<Utc>>,
 }

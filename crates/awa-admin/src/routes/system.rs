@@ -53,17 +53,7 @@ pub async fn cron(State(state): State<AppState>) -> Result<Json<CronList>, ApiEr
     let schedules = awa_control::cron::list(&mut conn, false)
         .await?
         .into_iter()
-        .map(|s| CronEntry {
-            next_fire: s.next_fire(now),
-            name: s.schedule.name,
-            cron: s.schedule.cron,
-            timezone: s.schedule.timezone,
-            queue: s.schedule.queue,
-            kind: s.schedule.kind,
-            enabled: s.enabled,
-            last_tick: s.last_tick,
-            last_job_id: s.last_job_id,
-        })
+        .map(|s| CronEntry::new(s, now))
         .collect();
     Ok(Json(CronList { schedules }))
 }

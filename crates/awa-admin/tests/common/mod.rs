@@ -151,6 +151,17 @@ pub async fn seed(pool: &PgPool) -> Seeded {
     }
 }
 
+/// The cron schedule the cron tests act on: `nightly`, enabled, firing
+/// `build_report` into `reports` at 03:00 Berlin time.
+pub const CRON: &str = "nightly";
+
+pub async fn seed_cron(pool: &PgPool) {
+    let mut conn = pool.acquire().await.unwrap();
+    let mut s = awa_control::cron::Schedule::new(CRON, "0 3 * * *", "reports", "build_report");
+    s.timezone = "Europe/Berlin".into();
+    assert!(awa_control::cron::create(&mut conn, &s).await.unwrap());
+}
+
 pub fn config(token: bool) -> AdminConfig {
     let mut config = AdminConfig::new(schema());
     if token {
@@ -193,7 +204,18 @@ impl Reply {
     }
 }
 
-pub async fn send(app: &axum::Router, req: Request<Body>) -> Reply {
+/// Send `req` as a browser on this machine would: naming the server as
+/// `localhost` unless it names a host of its own.
+pub async fn send(app: &axum::Router, mut req: Request<Body>) -> Reply {
+    if !req.headers().contains_key(header::HOST) {
+        req.headers_mut()
+            .insert(header::HOST, "localhost:8088".parse().unwrap());
+    }
+    send_as_is(app, req).await
+}
+
+/// Send `req` exactly as built.
+pub async fn send_as_is(app: &axum::Router, req: Request<Body>) -> Reply {
     let response = app.clone().oneshot(req).await.unwrap();
     let status = response.status();
     let headers = response.headers().clone();
@@ -236,8 +258,8 @@ pub async fn post(
 }
 
 /// Everything an API call could change, as one comparable value: counts
-/// per queue and state, every job's state and lease, the DLQ and the
-/// queue settings.
+/// per queue and state, every job's state and lease, the DLQ, the queue
+/// settings and the cron schedules' state.
 pub async fn fingerprint(pool: &PgPool) -> String {
     let jobs: Vec<(i64, String, i64)> =
         sqlx::query_as("SELECT id, state, run_lease FROM awa.jobs ORDER BY id")
@@ -253,7 +275,12 @@ pub async fn fingerprint(pool: &PgPool) -> String {
             .fetch_all(pool)
             .await
             .unwrap();
-    format!("{jobs:?}|{dlq:?}|{meta:?}")
+    let cron: Vec<(String, bool, Option<i64>)> =
+        sqlx::query_as("SELECT name, enabled, last_job_id FROM awa.cron_jobs ORDER BY name")
+            .fetch_all(pool)
+            .await
+            .unwrap();
+    format!("{jobs:?}|{dlq:?}|{meta:?}|{cron:?}")
 }
 
 pub async fn state_of(pool: &PgPool, id: JobId) -> String {
@@ -262,4 +289,77 @@ pub async fn state_of(pool: &PgPool, id: JobId) -> String {
         .fetch_one(pool)
         .await
         .unwrap()
+}
+
+/// gamma (no DLQ): one job that failed three times with three different
+/// errors ("error 1" .. "error 3"), run by a registered runtime; and one
+/// job running under that runtime. Returns (failed, running, runtime).
+pub async fn seed_failures(pool: &PgPool) -> (JobId, JobId, uuid::Uuid) {
+    use awa_maint::tasks::MaintTask;
+    let mut conn = pool.acquire().await.unwrap();
+    let runtime = uuid::Uuid::new_v4();
+    awa_control::runtimes::register(
+        &mut conn,
+        &awa_control::runtimes::RuntimeInfo {
+            instance_id: runtime,
+            role: "worker",
+            queues: vec!["gamma".into()],
+        },
+    )
+    .await
+    .unwrap();
+    drop(conn);
+    let mut job = NewJob::new(queue("gamma"), "sync", serde_json::json!({ "user": 42 }));
+    job.max_attempts = Some(3);
+    let failed = enqueue(pool, &[job]).await[0];
+    let promote = awa_maint::tasks::Promote::new(schema(), Duration::from_millis(10));
+    let plane = PgExecPlane::new(schema());
+    for n in 1..=3 {
+        let c = loop {
+            promote.run_once(pool).await.unwrap();
+            let mut conn = pool.acquire().await.unwrap();
+            let mut got = plane
+                .claim(
+                    &mut conn,
+                    &queue("gamma"),
+                    1,
+                    &mut Frontier::default(),
+                    Some(runtime),
+                )
+                .await
+                .unwrap();
+            if let Some(c) = got.pop() {
+                break c;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        };
+        let error = Finish::Retry {
+            delay: Some(Duration::ZERO),
+            error: format!("error {n}"),
+        };
+        finish(pool, &[(c.token, error)]).await;
+    }
+    let running = enqueue(
+        pool,
+        &[NewJob::new(queue("gamma"), "long", serde_json::json!({}))],
+    )
+    .await[0];
+    let mut conn = pool.acquire().await.unwrap();
+    loop {
+        let got = plane
+            .claim(
+                &mut conn,
+                &queue("gamma"),
+                1,
+                &mut Frontier::default(),
+                Some(runtime),
+            )
+            .await
+            .unwrap();
+        if !got.is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    (failed, running, runtime)
 }

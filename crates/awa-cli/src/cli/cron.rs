@@ -51,8 +51,8 @@ pub struct CronAddArgs {
     /// Job args as JSON (default {}).
     #[arg(long, default_value = "{}")]
     pub args: String,
-    /// 1 (first) to 4 (last).
-    #[arg(long, default_value_t = 2, allow_negative_numbers = true)]
+    /// 1 runs first, 4 last (3 by default).
+    #[arg(long, default_value_t = awa_core::Priority::DEFAULT.get().into(), allow_negative_numbers = true)]
     pub priority: i64,
     #[arg(long, allow_negative_numbers = true)]
     pub max_attempts: Option<i64>,

@@ -14,6 +14,22 @@ pub enum QueueCommand {
 pub struct QueueStatsArgs {
     /// Only this queue (shown with zeros even when it has no jobs).
     pub queue: Option<String>,
+    /// Keep refreshing, with per-queue rates: jobs enqueued, completed and
+    /// failed per second since the previous refresh (--json: one JSON
+    /// object per line). Stop with Ctrl-C.
+    #[arg(long)]
+    pub watch: bool,
+    /// With --watch: the time between refreshes (100ms to 1h).
+    #[arg(
+        long,
+        value_name = "DURATION",
+        default_value = "1s",
+        requires = "watch"
+    )]
+    pub interval: String,
+    /// With --watch: stop after this many refreshes (0: never).
+    #[arg(long, value_name = "N", default_value_t = 0, requires = "watch")]
+    pub iterations: u64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -36,7 +52,8 @@ pub struct ConfigureArgs {
     /// Lanes per priority (1 to 64); 1 keeps strict FIFO.
     #[arg(long, allow_negative_numbers = true)]
     pub shards: Option<i64>,
-    /// Raise waiting jobs one priority per this long (e.g. 5m), or `off`.
+    /// Move waiting jobs one priority step towards 1 (first) per this long
+    /// (e.g. 5m), or `off`.
     #[arg(long, value_name = "DUR|off")]
     pub priority_aging: Option<String>,
     /// Keep dead-lettered jobs this long (e.g. 14days).

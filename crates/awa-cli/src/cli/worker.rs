@@ -42,6 +42,10 @@ pub struct WorkerRunArgs {
         conflicts_with = "exit_when_idle"
     )]
     pub exit_when_drained: Option<String>,
+    /// How long a job's handler may run on after the job was cancelled (or
+    /// rescued) before it is dropped and its slot freed (0s to 1h).
+    #[arg(long, value_name = "DURATION", default_value = "5s")]
+    pub cancel_grace: String,
     /// Do not also run as a maintenance leader candidate. Retries and
     /// scheduled jobs then wait for a maintenance leader elsewhere.
     #[arg(long)]
@@ -50,6 +54,16 @@ pub struct WorkerRunArgs {
     /// (e.g. 127.0.0.1:9464). Off by default.
     #[arg(long, value_name = "ADDR")]
     pub metrics_addr: Option<std::net::SocketAddr>,
+    /// Also answer metrics requests whose Host header names HOST (NAME or
+    /// NAME:PORT); repeat for more. Without it only localhost, loopback
+    /// addresses and the --metrics-addr address (any address when it is
+    /// 0.0.0.0 or ::) are answered.
+    #[arg(
+        long = "metrics-allowed-host",
+        value_name = "HOST",
+        requires = "metrics_addr"
+    )]
+    pub metrics_allowed_hosts: Vec<String>,
     #[command(flatten)]
     pub cadence: super::maint::MaintCadence,
 }

@@ -1,4 +1,7 @@
 //! `awa cron ...`: schedules are validated before anything connects.
+//! Schedules are database-wide (the leader fires them through the
+//! routing); `--schema` / `AWA_SCHEMA`, when given, must still name a
+//! prepared substrate, checked before anything is written.
 
 use crate::cli::{Cli, CronAddArgs, CronCommand, MissedPolicy};
 use crate::{db, error::CliError, input, output};
@@ -26,6 +29,7 @@ struct Listed<'a> {
 async fn list(cli: &Cli) -> Result<(), CliError> {
     let url = db::require_url(&cli.database_url)?;
     let mut conn = db::connect_migrated(url).await?;
+    db::check_pinned(cli, &mut conn).await?;
     let all = cron::list(&mut conn, false).await?;
     let now = Utc::now();
     let listed: Vec<Listed<'_>> = all
@@ -59,7 +63,7 @@ async fn list(cli: &Cli) -> Result<(), CliError> {
                 ]
             })
             .collect();
-        output::table(
+        let mut out = output::table(
             &[
                 "NAME",
                 "CRON",
@@ -72,7 +76,20 @@ async fn list(cli: &Cli) -> Result<(), CliError> {
                 "LAST JOB",
             ],
             &rows,
-        )
+        );
+        // Why a schedule cannot fire, in full (the leader skips it and
+        // fires the others until it fires again or is changed).
+        for l in &listed {
+            if let Some(error) = &l.stored.error {
+                out.push_str(&format!(
+                    "\n{} cannot fire (since {}): {}",
+                    output::clean(&l.stored.schedule.name),
+                    time(l.stored.error_since),
+                    output::clean(error)
+                ));
+            }
+        }
+        out
     });
     Ok(())
 }
@@ -119,12 +136,13 @@ async fn add(cli: &Cli, args: &CronAddArgs) -> Result<(), CliError> {
     let s = schedule(args)?;
     let url = db::require_url(&cli.database_url)?;
     let mut conn = db::connect_migrated(url).await?;
+    db::check_pinned(cli, &mut conn).await?;
     let done = if args.replace {
         cron::upsert(&mut conn, &s).await?
     } else if cron::create(&mut conn, &s).await? {
         cron::Upserted::Created
     } else {
-        return Err(CliError::Usage(format!(
+        return Err(CliError::Refused(format!(
             "a schedule named {:?} already exists; nothing was written. Pass --replace to change it, \
              or `awa cron remove {}` first",
             s.name, s.name
@@ -171,6 +189,7 @@ enum Act {
 async fn by_name(cli: &Cli, name: &str, act: Act) -> Result<(), CliError> {
     let url = db::require_url(&cli.database_url)?;
     let mut conn = db::connect_migrated(url).await?;
+    db::check_pinned(cli, &mut conn).await?;
     let found = match act {
         Act::Remove => cron::remove(&mut conn, name).await?,
         Act::Pause => cron::set_enabled(&mut conn, name, false).await?,
@@ -197,6 +216,7 @@ async fn by_name(cli: &Cli, name: &str, act: Act) -> Result<(), CliError> {
 async fn run_now(cli: &Cli, name: &str) -> Result<(), CliError> {
     let url = db::require_url(&cli.database_url)?;
     let pool = db::pool_migrated(url, 2).await?;
+    db::check_pinned(cli, &mut *pool.acquire().await?).await?;
     let job =
         awa_maint::cron::run_now(&pool, &awa_core::SchemaName::default_schema(), name).await?;
     pool.close().await;

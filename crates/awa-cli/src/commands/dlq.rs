@@ -121,7 +121,7 @@ async fn act(cli: &Cli, args: &DlqSelectArgs, action: Action) -> Result<(), CliE
         )
     };
     if let (Selection::One(_), Some(k)) = (&which, kept.first()) {
-        return Err(CliError::Usage(why_kept(k)));
+        return Err(CliError::Refused(why_kept(k)));
     }
     if let Selection::One(id) = which
         && ids.is_empty()

@@ -2,8 +2,9 @@
 
 use crate::cli::{Cli, EnqueueArgs, JobCommand, JobListArgs};
 use crate::{db, error::CliError, input, output, progress::Progress};
-use awa_core::{JobState, NewJob, Priority, QueueName, bounds};
-use awa_history::{HistoryPlane, JobView, PgHistoryPlane};
+use awa_core::{JobSelection, JobState, NewJob, Priority, QueueName, Unique, bounds};
+use awa_exec::{AttemptProgress, PgExecPlane};
+use awa_history::{HistoryPlane, JobFilter, JobView, PgHistoryPlane};
 use awa_ready::{Enqueued, PgReadyPlane, ReadyPlane};
 use sqlx::Connection;
 
@@ -16,8 +17,15 @@ pub async fn run(cli: &Cli, cmd: &JobCommand) -> Result<(), CliError> {
     match cmd {
         JobCommand::Enqueue(args) => enqueue(cli, args).await,
         JobCommand::Dump(arg) => dump(cli, arg.id).await,
-        JobCommand::Cancel(arg) => cancel(cli, arg.id).await,
+        JobCommand::Cancel(args) => match args.id {
+            Some(id) => cancel(cli, id).await,
+            None => super::job_bulk::cancel(cli, args).await,
+        },
         JobCommand::List(args) => list(cli, args).await,
+        JobCommand::Retry(args) => match args.id {
+            Some(id) => super::job_bulk::retry_one(cli, id).await,
+            None => super::job_bulk::retry(cli, args).await,
+        },
     }
 }
 
@@ -46,6 +54,7 @@ fn new_job(args: &EnqueueArgs) -> Result<NewJob, CliError> {
         })
         .transpose()?;
     job.unique_key = args.unique_key.clone();
+    job.unique = unique_spec(args)?;
     job.metadata = args
         .metadata
         .as_deref()
@@ -53,6 +62,54 @@ fn new_job(args: &EnqueueArgs) -> Result<NewJob, CliError> {
         .transpose()?;
     job.validate()?;
     Ok(job)
+}
+
+/// The key spec of `--unique-by`, `--unique-period` and
+/// `--unique-states`, or None when none of them is given.
+fn unique_spec(args: &EnqueueArgs) -> Result<Option<Unique>, CliError> {
+    if args.unique_by.is_empty() && args.unique_period.is_none() && args.unique_states.is_none() {
+        return Ok(None);
+    }
+    let mut spec = Unique::by_kind();
+    for part in &args.unique_by {
+        match part.trim() {
+            "kind" => {}
+            "queue" => spec.by_queue = true,
+            "args" => spec.by_args = true,
+            p => match p.strip_prefix("args.") {
+                Some(field) if !field.is_empty() => spec.fields.push(field.to_string()),
+                _ => {
+                    return Err(CliError::Usage(format!(
+                        "--unique-by {part:?} is not a key part; use kind, queue, args or \
+                         args.FIELD (a top-level field of the args), e.g. --unique-by args.tenant"
+                    )));
+                }
+            },
+        }
+    }
+    if let Some(text) = &args.unique_period {
+        spec.period = Some(input::bounded_duration(
+            bounds::DurationBound {
+                what: "--unique-period",
+                ..bounds::UNIQUE_PERIOD
+            },
+            text,
+        )?);
+    }
+    if let Some(states) = &args.unique_states {
+        let mut kept = Vec::new();
+        for name in states.iter().map(|s| s.trim()) {
+            if name == "none" || name.is_empty() {
+                continue;
+            }
+            kept.push(
+                name.parse::<JobState>()
+                    .map_err(|err| CliError::Usage(format!("--unique-states: {err}")))?,
+            );
+        }
+        spec.states = Some(kept);
+    }
+    Ok(Some(spec))
 }
 
 async fn enqueue(cli: &Cli, args: &EnqueueArgs) -> Result<(), CliError> {
@@ -110,9 +167,18 @@ async fn enqueue(cli: &Cli, args: &EnqueueArgs) -> Result<(), CliError> {
     // Copies of this very enqueue share their key with the first copy; a
     // holder from before is a refusal with its own exit code.
     if let Some(&held_by) = existing.iter().find(|id| !inserted.contains(id)) {
-        return Err(CliError::UniqueKeyHeld {
-            key: job.unique_key.clone().unwrap_or_default(),
-            held_by,
+        return Err(match &job.unique {
+            Some(spec) => CliError::UniqueHeld {
+                what: match &job.unique_key {
+                    Some(key) => format!("{} with key {:?}", spec.describe(), output::clean(key)),
+                    None => spec.describe(),
+                },
+                held_by,
+            },
+            None => CliError::UniqueKeyHeld {
+                key: job.unique_key.clone().unwrap_or_default(),
+                held_by,
+            },
         });
     }
     let scheduled = results.iter().filter(|r| r.inserted && r.scheduled).count();
@@ -155,8 +221,12 @@ fn enqueue_text(
             .as_deref()
             .map(output::clean)
             .unwrap_or_default();
+        let shared = match &job.unique {
+            Some(spec) => format!("are duplicates by {}", spec.describe()),
+            None => format!("share its unique key {key:?}"),
+        };
         out.push_str(&format!(
-            "; the other {} of {count} copies share its unique key {key:?}",
+            "; the other {} of {count} copies {shared}",
             count - inserted.len(),
         ));
     }
@@ -184,13 +254,37 @@ async fn dump(cli: &Cli, id: i64) -> Result<(), CliError> {
             _ => format!("no job with id {id} in schema {schema}"),
         }));
     };
-    output::emit(cli.json, &job, || dump_text(&job));
+    // What its attempts reported with their heartbeats, from the substrate
+    // that runs it (none once it has finished), as `GET /api/jobs/{id}`
+    // shows it.
+    let mut progress = None;
+    for schema in routing.reads() {
+        progress = PgExecPlane::new(schema)
+            .attempt_progress(&mut conn, id)
+            .await?;
+        if progress.is_some() {
+            break;
+        }
+    }
+    let dump = Dump { job, progress };
+    output::emit(cli.json, &dump, || dump_text(&dump));
     Ok(())
 }
 
-fn dump_text(job: &JobView) -> String {
+/// `job dump --json`: the job's fields, then `progress` (null when no
+/// attempt reported any).
+#[derive(serde::Serialize)]
+struct Dump {
+    #[serde(flatten)]
+    job: JobView,
+    progress: Option<AttemptProgress>,
+}
+
+fn dump_text(dump: &Dump) -> String {
+    let job = &dump.job;
     let json = |v: &serde_json::Value| v.to_string();
-    [
+    let progress = dump.progress.as_ref();
+    let mut lines: Vec<String> = [
         ("id", job.id.to_string()),
         ("queue", output::clean(&job.queue)),
         ("kind", output::clean(&job.kind)),
@@ -209,11 +303,90 @@ fn dump_text(job: &JobView) -> String {
         ),
         ("args", json(&job.args)),
         ("metadata", job.metadata.as_ref().map_or("-".into(), json)),
+        (
+            "progress",
+            progress.map_or("-".into(), |p| {
+                let percent = p.percent.map_or("-".into(), |n| format!("{n}%"));
+                let message = p.message.as_deref().map_or("-".into(), output::clean);
+                format!(
+                    "{percent} {message} (run lease {}, reported {})",
+                    p.run_lease,
+                    p.updated_at.to_rfc3339()
+                )
+            }),
+        ),
+        (
+            "checkpoint",
+            progress
+                .and_then(|p| p.checkpoint.as_ref())
+                .map_or("-".into(), json),
+        ),
     ]
     .iter()
     .map(|(k, v)| format!("{k}: {v}"))
-    .collect::<Vec<_>>()
-    .join("\n")
+    .collect();
+    if let Some(h) = &job.holder {
+        lines.push(format!("holder: {}", holder_text(h)));
+        if let Some(at) = h.attempt_heartbeat_at {
+            lines.push(format!("attempt heartbeat: {}", at.to_rfc3339()));
+        }
+    }
+    let attempts = job.attempts.as_deref().unwrap_or_default();
+    if attempts.is_empty() {
+        lines.push("attempts: none yet".into());
+    } else {
+        lines.push("attempts:".into());
+        lines.extend(attempts.iter().map(attempt_text));
+    }
+    lines.join("\n")
+}
+
+/// `instance (host pid N), seen 2s ago`, or that the registry forgot it.
+pub(crate) fn holder_text(h: &awa_history::Holder) -> String {
+    match (&h.host, h.pid, h.heartbeat_age_secs) {
+        (Some(host), Some(pid), Some(age)) => format!(
+            "{} ({} pid {pid}), last heartbeat {age:.1}s ago",
+            h.instance_id,
+            output::clean(host)
+        ),
+        _ => format!(
+            "{} (no longer registered: it stopped reporting; rescue will take the job)",
+            h.instance_id
+        ),
+    }
+}
+
+/// One line of the attempt timeline: number, outcome, when, how long,
+/// where, and the error.
+fn attempt_text(a: &awa_history::AttemptRecord) -> String {
+    let time = |t: Option<chrono::DateTime<chrono::Utc>>| {
+        t.map_or("?".to_string(), |t| {
+            t.format("%Y-%m-%d %H:%M:%S%.3f UTC").to_string()
+        })
+    };
+    let span = match (a.started_at, a.ended_at) {
+        (Some(s), Some(e)) => format!(
+            "{} -> {} ({:.3}s)",
+            time(Some(s)),
+            e.format("%H:%M:%S%.3f"),
+            (e - s).num_milliseconds() as f64 / 1000.0
+        ),
+        (Some(s), None) => format!("{} -> (running)", time(Some(s))),
+        (None, e) => format!("ended {}", time(e)),
+    };
+    let runtime = a
+        .runtime
+        .as_ref()
+        .map_or(String::new(), |r| match (&r.host, r.pid, r.id) {
+            (Some(host), Some(pid), _) => format!(" on {} pid {pid}", output::clean(host)),
+            (_, _, Some(id)) => format!(" on runtime {id}"),
+            _ => String::new(),
+        });
+    let error = a
+        .error
+        .as_deref()
+        .map_or(String::new(), |e| format!(": {}", output::clean(e)));
+    format!("  #{} {}  {span}{runtime}{error}", a.attempt, a.outcome)
 }
 
 async fn cancel(cli: &Cli, id: i64) -> Result<(), CliError> {
@@ -242,7 +415,25 @@ async fn list(cli: &Cli, args: &JobListArgs) -> Result<(), CliError> {
         .map(str::parse::<JobState>)
         .transpose()
         .map_err(CliError::Usage)?;
+    if let Some(kind) = &args.kind {
+        NewJob::check_kind(kind)?;
+    }
+    let args_contains = args
+        .args_contains
+        .as_deref()
+        .map(|text| input::json("--args-contains", text))
+        .transpose()?;
+    if let Some(value) = &args_contains {
+        awa_core::check_containment(value)?;
+    }
     let limit = bounds::LIST_LIMIT.check(args.limit)?;
+    let filter = JobFilter {
+        queue,
+        state,
+        kind: args.kind.clone(),
+        args_contains,
+        before: None,
+    };
     let url = db::require_url(&cli.database_url)?;
     let mut conn = db::connect_migrated(url).await?;
     // Newest first over every substrate the routing reads (ids are
@@ -251,7 +442,7 @@ async fn list(cli: &Cli, args: &JobListArgs) -> Result<(), CliError> {
     for schema in db::routing(cli, &mut conn).await?.reads() {
         jobs.extend(
             PgHistoryPlane::new(schema)
-                .list(&mut conn, queue.as_ref(), state, limit)
+                .list_page(&mut conn, &filter, limit)
                 .await?,
         );
     }
@@ -272,6 +463,7 @@ async fn list(cli: &Cli, args: &JobListArgs) -> Result<(), CliError> {
                     format!("{}/{}", j.attempt, j.max_attempts),
                     j.priority.to_string(),
                     j.at.format("%Y-%m-%d %H:%M:%S").to_string(),
+                    j.holder.as_ref().map_or(String::new(), holder_cell),
                     j.last_error
                         .as_deref()
                         .map_or(String::new(), |e| output::cell(e, 40)),
@@ -287,10 +479,41 @@ async fn list(cli: &Cli, args: &JobListArgs) -> Result<(), CliError> {
                 "ATTEMPT",
                 "PRI",
                 "AT (UTC)",
+                "HOLDER (HEARTBEAT AGE)",
                 "LAST ERROR",
             ],
             &rows,
         )
     });
     Ok(())
+}
+
+/// `host:pid (1.2s)`, or the instance id when the registry forgot it.
+fn holder_cell(h: &awa_history::Holder) -> String {
+    match (&h.host, h.pid, h.heartbeat_age_secs) {
+        (Some(host), Some(pid), Some(age)) => {
+            format!("{}:{pid} ({age:.1}s)", output::cell(host, 24))
+        }
+        _ => format!("{} (gone)", h.instance_id),
+    }
+}
+
+/// The selection of a bulk action, checked before connecting.
+pub(crate) fn selection(
+    queue: &str,
+    state: Option<&str>,
+    kind: Option<&str>,
+    args_contains: Option<&str>,
+) -> Result<JobSelection, CliError> {
+    Ok(JobSelection {
+        queue: QueueName::new(queue.to_string())?,
+        state: state
+            .map(str::parse::<JobState>)
+            .transpose()
+            .map_err(CliError::Usage)?,
+        kind: kind.map(str::to_string),
+        args_contains: args_contains
+            .map(|text| input::json("--args-contains", text))
+            .transpose()?,
+    })
 }

@@ -6,7 +6,12 @@ use awa_maint::migrate as m;
 
 pub async fn run(cli: &Cli, args: &MigrateArgs) -> Result<(), CliError> {
     if args.sql {
-        output::print_raw(&m::full_sql());
+        let script = match (args.from, args.to) {
+            (None, None) => m::full_sql(),
+            (from, to) => m::steps_sql(from.unwrap_or(0), to.unwrap_or(m::LATEST_VERSION))
+                .map_err(CliError::Maint)?,
+        };
+        output::print_raw(&script);
         return Ok(());
     }
     if let Some(dir) = &args.extract_to {
@@ -25,7 +30,10 @@ pub async fn run(cli: &Cli, args: &MigrateArgs) -> Result<(), CliError> {
     // Fail fast, with our own message, when the server is not there.
     drop(db::connect(url).await?);
     let spinner = Progress::spinner(cli.json, "applying migrations");
-    let report = m::migrate(url).await;
+    let report = match args.to {
+        Some(to) => m::migrate_to(url, to).await,
+        None => m::migrate(url).await,
+    };
     drop(spinner);
     let report = report?;
     output::emit(cli.json, &report, || {

@@ -3,6 +3,7 @@
 mod cron;
 mod dlq;
 mod job;
+mod job_bulk;
 mod maint;
 mod migrate;
 mod queue;

@@ -15,16 +15,20 @@ pub async fn run(cli: &Cli, cmd: &QueueCommand) -> Result<(), CliError> {
     }
 }
 
-async fn stats(cli: &Cli, args: &QueueStatsArgs) -> Result<(), CliError> {
-    let queue = args.queue.clone().map(QueueName::new).transpose()?;
-    let url = db::require_url(&cli.database_url)?;
-    let mut conn = db::connect_migrated(url).await?;
-    // Summed over every substrate the routing reads.
+/// Jobs per state, per queue.
+type Counts = BTreeMap<String, BTreeMap<&'static str, i64>>;
+
+/// Every state of every queue (zeros included, so scripts can index
+/// without checking; a named queue with no jobs still gets its row),
+/// summed over every substrate the routing reads.
+async fn gather(
+    cli: &Cli,
+    conn: &mut sqlx::PgConnection,
+    queue: Option<&QueueName>,
+) -> Result<Counts, CliError> {
     let mut raw: BTreeMap<String, BTreeMap<String, i64>> = BTreeMap::new();
-    for schema in db::routing(cli, &mut conn).await?.reads() {
-        let one = PgHistoryPlane::new(schema)
-            .queue_stats(&mut conn, queue.as_ref())
-            .await?;
+    for schema in db::routing(cli, conn).await?.reads() {
+        let one = PgHistoryPlane::new(schema).queue_stats(conn, queue).await?;
         for (q, counts) in one {
             let into = raw.entry(q).or_default();
             for (state, n) in counts {
@@ -32,15 +36,13 @@ async fn stats(cli: &Cli, args: &QueueStatsArgs) -> Result<(), CliError> {
             }
         }
     }
-    // Every state of every queue, zeros included, so scripts can index
-    // without checking; a named queue with no jobs still gets its row.
     let mut names: Vec<String> = raw.keys().cloned().collect();
-    if let Some(q) = &queue
+    if let Some(q) = queue
         && !raw.contains_key(q.as_str())
     {
         names.push(q.as_str().to_string());
     }
-    let full: BTreeMap<String, BTreeMap<&str, i64>> = names
+    Ok(names
         .into_iter()
         .map(|name| {
             let counts = JobState::ALL
@@ -56,7 +58,26 @@ async fn stats(cli: &Cli, args: &QueueStatsArgs) -> Result<(), CliError> {
                 .collect();
             (name, counts)
         })
-        .collect();
+        .collect())
+}
+
+async fn stats(cli: &Cli, args: &QueueStatsArgs) -> Result<(), CliError> {
+    let queue = args.queue.clone().map(QueueName::new).transpose()?;
+    if args.watch {
+        let every = input::duration("--interval", &args.interval)?;
+        if !(Duration::from_millis(100)..=Duration::from_secs(3600)).contains(&every) {
+            return Err(CliError::Usage(format!(
+                "--interval {:?} must be between 100ms and 1h",
+                args.interval
+            )));
+        }
+        let url = db::require_url(&cli.database_url)?;
+        let mut conn = db::connect_migrated(url).await?;
+        return watch(cli, &mut conn, queue.as_ref(), every, args.iterations).await;
+    }
+    let url = db::require_url(&cli.database_url)?;
+    let mut conn = db::connect_migrated(url).await?;
+    let full = gather(cli, &mut conn, queue.as_ref()).await?;
     output::emit(cli.json, &full, || {
         if full.is_empty() {
             return "no jobs in any queue".into();
@@ -74,6 +95,132 @@ async fn stats(cli: &Cli, args: &QueueStatsArgs) -> Result<(), CliError> {
         output::table(&header, &rows)
     });
     Ok(())
+}
+
+/// One queue's rates between two refreshes, per second.
+#[derive(Debug, Clone, Copy, serde::Serialize)]
+struct Rates {
+    enqueued: f64,
+    completed: f64,
+    failed: f64,
+}
+
+/// Rates from two samples `secs` apart. Enqueued: the growth of every
+/// count together (a new job adds one somewhere; moves between states add
+/// nothing; counts of finished jobs are exact totals); a negative change
+/// (dead letters purged) reads as 0.
+fn rates(
+    before: &BTreeMap<&'static str, i64>,
+    now: &BTreeMap<&'static str, i64>,
+    secs: f64,
+) -> Rates {
+    let total = |m: &BTreeMap<&'static str, i64>| m.values().sum::<i64>();
+    let per_sec = |a: i64, b: i64| ((b - a).max(0) as f64) / secs;
+    Rates {
+        enqueued: per_sec(total(before), total(now)),
+        completed: per_sec(before["completed"], now["completed"]),
+        failed: per_sec(before["failed"], now["failed"]),
+    }
+}
+
+/// `queue stats --watch`: refresh every `every`, showing counts of live
+/// work and per-queue rates since the previous refresh, until Ctrl-C or
+/// `iterations` refreshes (0: no limit). On a terminal the screen is
+/// redrawn; otherwise one table (or, with --json, one JSON line) per
+/// refresh.
+async fn watch(
+    cli: &Cli,
+    conn: &mut sqlx::PgConnection,
+    queue: Option<&QueueName>,
+    every: Duration,
+    iterations: u64,
+) -> Result<(), CliError> {
+    use std::io::IsTerminal;
+    let redraw = !cli.json && std::io::stdout().is_terminal();
+    let mut previous: Option<(std::time::Instant, Counts)> = None;
+    let mut done = 0u64;
+    // A queue that appears between two refreshes had nothing before.
+    let zeros: BTreeMap<&str, i64> = JobState::ALL.iter().map(|s| (s.as_str(), 0)).collect();
+    let interrupted = tokio::signal::ctrl_c();
+    tokio::pin!(interrupted);
+    loop {
+        let now = gather(cli, conn, queue).await?;
+        let at = std::time::Instant::now();
+        let rows: Vec<(String, &BTreeMap<&str, i64>, Option<Rates>)> = now
+            .iter()
+            .map(|(q, counts)| {
+                let r = previous.as_ref().map(|(t, prev)| {
+                    let before = prev.get(q).unwrap_or(&zeros);
+                    rates(before, counts, (at - *t).as_secs_f64().max(1e-3))
+                });
+                (q.clone(), counts, r)
+            })
+            .collect();
+        if cli.json {
+            let queues: BTreeMap<&str, serde_json::Value> = rows
+                .iter()
+                .map(|(q, counts, r)| {
+                    let mut v = serde_json::json!({ "counts": counts });
+                    if let Some(r) = r {
+                        v["per_sec"] = serde_json::json!(r);
+                    }
+                    (q.as_str(), v)
+                })
+                .collect();
+            let line = serde_json::json!({ "at": chrono::Utc::now(), "queues": queues });
+            output::print_raw(&format!("{line}\n"));
+        } else {
+            let fmt = |x: Option<f64>| x.map_or("-".to_string(), |x| format!("{x:.1}"));
+            let table_rows: Vec<Vec<String>> = rows
+                .iter()
+                .map(|(q, c, r)| {
+                    vec![
+                        output::clean(q),
+                        c["available"].to_string(),
+                        c["running"].to_string(),
+                        (c["scheduled"] + c["retryable"] + c["snoozed"]).to_string(),
+                        c["dead_lettered"].to_string(),
+                        fmt(r.map(|r| r.enqueued)),
+                        fmt(r.map(|r| r.completed)),
+                        fmt(r.map(|r| r.failed)),
+                    ]
+                })
+                .collect();
+            let table = output::table(
+                &[
+                    "QUEUE",
+                    "AVAILABLE",
+                    "RUNNING",
+                    "DEFERRED",
+                    "DLQ",
+                    "ENQUEUED/s",
+                    "COMPLETED/s",
+                    "FAILED/s",
+                ],
+                &table_rows,
+            );
+            let header = format!(
+                "{} (every {}; Ctrl-C to stop)",
+                chrono::Utc::now().format("%Y-%m-%d %H:%M:%S UTC"),
+                humantime::format_duration(every)
+            );
+            if redraw {
+                // Home and clear, then the new frame.
+                output::print_raw(&format!("\x1b[H\x1b[2J{header}\n{table}\n"));
+            } else {
+                output::print_raw(&format!("{header}\n{table}\n\n"));
+            }
+        }
+        previous = Some((at, now));
+        done += 1;
+        if iterations != 0 && done >= iterations {
+            return Ok(());
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(every) => {}
+            _ = &mut interrupted => return Ok(()),
+        }
+    }
 }
 
 fn queue_config(args: &ConfigureArgs) -> Result<QueueConfig, CliError> {
@@ -113,6 +260,8 @@ async fn configure(cli: &Cli, args: &ConfigureArgs) -> Result<(), CliError> {
     let config = queue_config(args)?;
     let url = db::require_url(&cli.database_url)?;
     let mut conn = db::connect_migrated(url).await?;
+    // Queue settings are database-wide; a pin must still name a substrate.
+    db::check_pinned(cli, &mut conn).await?;
     let settings = config.apply(&mut conn, &queue).await?;
     output::emit(cli.json, &settings, || settings_text(&settings));
     Ok(())

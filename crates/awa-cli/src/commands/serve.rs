@@ -7,7 +7,7 @@
 
 use crate::cli::{Cli, ServeArgs};
 use crate::{db, error::CliError, input, shutdown};
-use awa_admin::{AdminConfig, AppState, Token};
+use awa_admin::{AdminConfig, AllowedHosts, AppState, Token};
 
 /// Connections the server may hold: reads are short, one per request.
 const POOL: u32 = 8;
@@ -23,27 +23,34 @@ pub async fn run(cli: &Cli, args: &ServeArgs) -> Result<(), CliError> {
             "--require-token-for-reads needs AWA_ADMIN_TOKEN to be set".into(),
         ));
     }
+    // Checked before connecting: a refused server writes nothing.
+    let mut config = AdminConfig::new(awa_core::SchemaName::default_schema());
+    config.token = token;
+    config.token_for_reads = args.require_token_for_reads;
+    config.pinned_alert = pinned_alert;
+    config.allowed_hosts = allowed_hosts(args.listen, &args.allowed_hosts, "--allowed-host")?;
+    awa_admin::origin::check_listen(args.listen, &config)
+        .map_err(|e| CliError::Usage(e.to_string()))?;
     let url = db::require_url(&cli.database_url)?;
     let pool = db::pool_migrated(url, POOL).await?;
     // The pinned substrate, or the one the routing writes to now (the
     // server does not yet follow a transition while it runs).
-    let schema = {
+    config.schema = {
         let mut conn = pool.acquire().await?;
         db::routing(cli, &mut conn).await?.write().clone()
     };
-    let mut config = AdminConfig::new(schema);
-    config.token = token;
-    config.token_for_reads = args.require_token_for_reads;
-    config.pinned_alert = pinned_alert;
     let metrics =
-        awa_admin::metrics::Metrics::install().map_err(|e| CliError::Usage(e.to_string()))?;
+        awa_admin::metrics::Metrics::install().map_err(|e| CliError::Refused(e.to_string()))?;
     let listener = awa_admin::bind(args.listen).await.map_err(|e| {
-        CliError::Usage(format!(
+        CliError::Refused(format!(
             "cannot listen on {}: {e} (is another server using it? pick one with --listen)",
             args.listen
         ))
     })?;
     let addr = listener.local_addr().unwrap_or(args.listen);
+    // Port 0 binds a free port: the address the server answers to is the
+    // one it got.
+    config.allowed_hosts = allowed_hosts(addr, &args.allowed_hosts, "--allowed-host")?;
     let mode = match (&config.token, config.token_for_reads) {
         (None, _) => {
             "read-only: AWA_ADMIN_TOKEN is not set, so actions (cancel, retry, purge, pause) are refused"
@@ -51,9 +58,6 @@ pub async fn run(cli: &Cli, args: &ServeArgs) -> Result<(), CliError> {
         (Some(_), false) => "actions need the AWA_ADMIN_TOKEN bearer token; reads are open",
         (Some(_), true) => "reads and actions need the AWA_ADMIN_TOKEN bearer token",
     };
-    if !addr.ip().is_loopback() && config.token.is_none() {
-        tracing::warn!(%addr, "serving beyond loopback without a token: anyone who can reach it can read job data");
-    }
     eprintln!(
         "awa serve: http://{addr}/ on schema {} ({mode})",
         config.schema
@@ -61,21 +65,46 @@ pub async fn run(cli: &Cli, args: &ServeArgs) -> Result<(), CliError> {
     let state = AppState::new(pool, config, Some(metrics.clone()));
     let served = awa_admin::serve(listener, state, shutdown::signalled()).await;
     metrics.shutdown();
-    served.map_err(|e| CliError::Usage(format!("the admin server stopped: {e}")))
+    served.map_err(|e| CliError::Refused(format!("the admin server stopped: {e}")))
 }
 
 /// `awa worker run --metrics-addr ADDR`: this process's metrics at
-/// `http://ADDR/metrics`, served until the process ends.
+/// `http://ADDR/metrics`, served until the process ends, to requests
+/// naming loopback, ADDR or one of `allowed` (the origin rule of `awa
+/// serve`; metrics carry no job data, so any address may be listened on).
 pub async fn metrics_endpoint(
     addr: std::net::SocketAddr,
+    allowed: &[String],
 ) -> Result<awa_admin::metrics::Metrics, CliError> {
+    let flag = "--metrics-allowed-host";
+    allowed_hosts(addr, allowed, flag)?;
     let metrics =
-        awa_admin::metrics::Metrics::install().map_err(|e| CliError::Usage(e.to_string()))?;
-    let listener = awa_admin::bind(addr)
-        .await
-        .map_err(|e| CliError::Usage(format!("cannot listen on {addr} for --metrics-addr: {e}")))?;
+        awa_admin::metrics::Metrics::install().map_err(|e| CliError::Refused(e.to_string()))?;
+    let listener = awa_admin::bind(addr).await.map_err(|e| {
+        CliError::Refused(format!("cannot listen on {addr} for --metrics-addr: {e}"))
+    })?;
     let bound = listener.local_addr().unwrap_or(addr);
     eprintln!("awa worker: metrics at http://{bound}/metrics");
-    tokio::spawn(awa_admin::metrics::serve_worker(listener, metrics.clone()));
+    tokio::spawn(awa_admin::metrics::serve_worker(
+        listener,
+        metrics.clone(),
+        allowed_hosts(bound, allowed, flag)?,
+    ));
     Ok(metrics)
+}
+
+/// The hosts a server listening on `at` answers to: loopback, `at`, and
+/// each of `extra` (given with `flag`).
+fn allowed_hosts(
+    at: std::net::SocketAddr,
+    extra: &[String],
+    flag: &str,
+) -> Result<AllowedHosts, CliError> {
+    let mut hosts = AllowedHosts::for_listen(at);
+    for host in extra {
+        hosts
+            .allow(host)
+            .map_err(|e| CliError::Usage(e.to_string().replace("--allowed-host", flag)))?;
+    }
+    Ok(hosts)
 }

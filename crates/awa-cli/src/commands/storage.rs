@@ -34,6 +34,7 @@ async fn transition_prepare(cli: &Cli, args: &TransitionPrepareArgs) -> Result<(
     let target = SchemaName::new(args.target_schema.clone())?;
     let url = db::require_url(&cli.database_url)?;
     let mut conn = db::connect_migrated(url).await?;
+    db::check_pinned(cli, &mut conn).await?;
     let outcome = transition::prepare(&mut conn, &target).await?;
     report_step(cli, &outcome);
     Ok(())
@@ -42,6 +43,7 @@ async fn transition_prepare(cli: &Cli, args: &TransitionPrepareArgs) -> Result<(
 async fn step(cli: &Cli, step: Step) -> Result<(), CliError> {
     let url = db::require_url(&cli.database_url)?;
     let mut conn = db::connect_migrated(url).await?;
+    db::check_pinned(cli, &mut conn).await?;
     let outcome = match step {
         Step::EnterMixed => transition::enter_mixed(&mut conn).await?,
         Step::Finalize => transition::finalize(&mut conn).await?,
@@ -58,16 +60,21 @@ fn report_step(cli: &Cli, outcome: &transition::StepOutcome) {
         let active = &outcome.active_schema;
         match outcome.step {
             Step::Prepare => format!(
-                "prepared the move from {active} to {target}: nothing moves yet; runtimes register                  {target} within a second. Next: awa storage enter-mixed-transition"
+                "prepared the move from {active} to {target}: nothing moves yet; runtimes register \
+                 {target} within a second. Next: awa storage enter-mixed-transition"
             ),
             Step::EnterMixed => format!(
-                "mixed: new work goes to {target}; workers claim from {active} and {target}, and                  {active} only drains. Next, once `awa storage status` shows no backlog in                  {active}: awa storage finalize"
+                "mixed: new work goes to {target}; workers claim from {active} and {target}, and \
+                 {active} only drains. Next, once `awa storage status` shows no backlog in \
+                 {active}: awa storage finalize"
             ),
             Step::Finalize => format!(
-                "finalized: {active} is the active substrate; the old one is kept read-only for                  its history (drop it with awa --schema NAME storage drop-substrate --yes)"
+                "finalized: {active} is the active substrate; the old one is kept read-only for \
+                 its history (drop it with awa --schema NAME storage drop-substrate --yes)"
             ),
             Step::Abort => format!(
-                "aborted: new work goes to {active} again; anything already in the target keeps                  running there until it drains"
+                "aborted: new work goes to {active} again; anything already in the target keeps \
+                 running there until it drains"
             ),
         }
     });
@@ -91,6 +98,7 @@ async fn drop_substrate(cli: &Cli, args: &DropSubstrateArgs) -> Result<(), CliEr
     }
     let url = db::require_url(&cli.database_url)?;
     let mut conn = db::connect_migrated(url).await?;
+    db::require_substrate(&mut conn, &schema).await?;
     substrate::drop_unused(&mut conn, &schema).await?;
     let value = serde_json::json!({ "schema": schema, "dropped": true });
     output::emit(cli.json, &value, || format!("substrate {schema} dropped"));
@@ -113,28 +121,36 @@ async fn configure(cli: &Cli, args: &StorageConfigureArgs) -> Result<(), CliErro
             Some(Some(d))
         }
     };
+    let failure_retention = args
+        .failure_retention
+        .as_deref()
+        .map(|text| input::bounded_duration(awa_core::bounds::FAILURE_RETENTION, text))
+        .transpose()?;
     let settings = SubstrateSettings {
         history_retention,
         max_job_bytes: args.max_job_bytes,
+        failure_retention,
     };
-    if settings.history_retention.is_none() && settings.max_job_bytes.is_none() {
+    if settings.history_retention.is_none()
+        && settings.max_job_bytes.is_none()
+        && settings.failure_retention.is_none()
+    {
         return Err(CliError::Usage(
-            "nothing to change: pass --history-retention and/or --max-job-bytes".into(),
+            "nothing to change: pass --history-retention, --max-job-bytes and/or \
+             --failure-retention"
+                .into(),
         ));
     }
     settings.validate()?;
     let url = db::require_url(&cli.database_url)?;
     let mut conn = db::connect_migrated(url).await?;
-    if !substrate::is_substrate(&mut conn, &schema).await? {
-        return Err(CliError::NotFound(format!(
-            "schema {schema} is not a prepared substrate; prepare it first with awa storage prepare-queue-storage-schema"
-        )));
-    }
+    db::require_substrate(&mut conn, &schema).await?;
     let applied = settings.apply(&mut conn, &schema).await?;
     let value = serde_json::json!({
         "schema": schema,
         "history_retention_secs": applied.history_retention_secs,
         "max_job_bytes": applied.max_job_bytes,
+        "failure_retention_secs": applied.failure_retention_secs,
     });
     output::emit(cli.json, &value, || {
         let retention = match applied.history_retention_secs {
@@ -145,7 +161,10 @@ async fn configure(cli: &Cli, args: &StorageConfigureArgs) -> Result<(), CliErro
             None => "history retention is automatic ((queue slots - 2) x rotate interval)".into(),
         };
         format!(
-            "substrate {schema}: {retention}; jobs up to {} bytes",
+            "substrate {schema}: {retention}; failed and cancelled jobs are kept {}; jobs up to {} bytes",
+            humantime::format_duration(std::time::Duration::from_secs_f64(
+                applied.failure_retention_secs
+            )),
             applied.max_job_bytes
         )
     });
@@ -160,7 +179,8 @@ async fn grant(cli: &Cli, args: &GrantArgs) -> Result<(), CliError> {
         ));
     }
     let url = db::require_url(&cli.database_url)?;
-    let mut conn = db::connect(url).await?;
+    let mut conn = db::connect_migrated(url).await?;
+    db::require_substrate(&mut conn, &schema).await?;
     substrate::grant_runtime_role(&mut conn, &args.role, &schema).await?;
     let value = serde_json::json!({ "role": args.role, "schema": schema, "granted": true });
     output::emit(cli.json, &value, || {
@@ -222,6 +242,8 @@ async fn status(cli: &Cli, args: &StorageStatusArgs) -> Result<(), CliError> {
         }
         .into());
     }
+    // Status covers every substrate; a pin must still name one.
+    db::check_pinned(cli, &mut conn).await?;
     let alert = status
         .maintenance
         .pinned_snapshot
@@ -287,13 +309,17 @@ async fn status(cli: &Cli, args: &StorageStatusArgs) -> Result<(), CliError> {
                 ));
             }
             out.push_str(&format!(
-                "    history retention: {}; parked attempts: {}\n",
+                "    history retention: {}; failures kept {} (about {} now); parked attempts: {}\n",
                 match s.history_retention_secs {
                     Some(secs) =>
                         humantime::format_duration(std::time::Duration::from_secs_f64(secs))
                             .to_string(),
                     None => "auto ((queue slots - 2) x rotate interval)".to_string(),
                 },
+                humantime::format_duration(std::time::Duration::from_secs_f64(
+                    s.failure_retention_secs
+                )),
+                s.failures_kept,
                 s.parked_attempts
             ));
             for r in &s.rings {

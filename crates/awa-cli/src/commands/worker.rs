@@ -45,12 +45,14 @@ async fn run_worker(cli: &Cli, args: &WorkerRunArgs) -> Result<(), CliError> {
     let settings = super::maint::settings(&args.cadence)?;
     let until = until(args)?;
     let pinned = db::pinned(cli)?;
-    let config = WorkerConfig::new(
+    let mut config = WorkerConfig::new(
         pinned
             .clone()
             .unwrap_or_else(awa_core::SchemaName::default_schema),
         queues.iter().map(|q| (q.clone(), concurrency)).collect(),
     );
+    config.cancel_grace = awa_core::bounds::CANCEL_GRACE
+        .check(input::duration("--cancel-grace", &args.cancel_grace)?)?;
     config.validate()?;
     // Everything is validated: only now connect and write.
     let url = db::require_url(&cli.database_url)?;
@@ -61,10 +63,18 @@ async fn run_worker(cli: &Cli, args: &WorkerRunArgs) -> Result<(), CliError> {
     let pool = db::pool_migrated(url, pool_size).await?;
     // Kept for the life of the worker: its instruments record into it.
     let _metrics = match args.metrics_addr {
-        Some(addr) => Some(super::serve::metrics_endpoint(addr).await?),
+        Some(addr) => {
+            Some(super::serve::metrics_endpoint(addr, &args.metrics_allowed_hosts).await?)
+        }
         None => None,
     };
 
+    // The pinned substrate must exist before anything is written: a
+    // registration left behind by a refused start holds finalize back.
+    if let Some(schema) = &pinned {
+        let mut conn = pool.acquire().await?;
+        db::require_substrate(&mut conn, schema).await?;
+    }
     let registration = awa_control::runtimes::Registration::start(
         &pool,
         &awa_control::runtimes::RuntimeInfo {
@@ -79,7 +89,6 @@ async fn run_worker(cli: &Cli, args: &WorkerRunArgs) -> Result<(), CliError> {
     let routing = match &pinned {
         Some(schema) => {
             let mut conn = pool.acquire().await?;
-            db::require_substrate(&mut conn, schema).await?;
             let fixed = awa_control::routing::fixed(schema.clone());
             awa_control::routing::register_backends(&mut conn, config.instance_id, &fixed.borrow())
                 .await?;
@@ -213,6 +222,7 @@ fn finished(s: &StatsSnapshot) -> u64 {
         + s.dead_lettered
         + s.released
         + s.rejected
+        + s.dropped
 }
 
 /// Attempts claimed and not yet finished. An unstorable result is counted
@@ -408,7 +418,7 @@ fn report_text(r: &Report) -> String {
     let s = &r.stats;
     let mut text = format!(
         "worker stopped: claimed {}, completed {}, retried {}, snoozed {}, cancelled {}, \
-         failed {}, dead-lettered {}, released {}, rejected {}",
+         failed {}, dead-lettered {}, released {}, rejected {}, dropped {}",
         s.claimed,
         s.completed,
         s.retried,
@@ -417,7 +427,8 @@ fn report_text(r: &Report) -> String {
         s.failed,
         s.dead_lettered,
         s.released,
-        s.rejected
+        s.rejected,
+        s.dropped
     );
     if r.left_waiting > 0 {
         text.push_str(&format!(

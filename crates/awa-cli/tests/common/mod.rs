@@ -34,6 +34,13 @@ impl Run {
             .unwrap_or_else(|e| panic!("stdout is not JSON ({e}): {self:#?}"))
     }
 
+    /// Assert a bad command line: exit code 2 (as clap's own refusals) and
+    /// a message that mentions `needle` (case-insensitive).
+    pub fn usage(&self, needle: &str) -> &Self {
+        assert_eq!(self.code, Some(2), "expected exit code 2: {self:#?}");
+        self.refused(needle)
+    }
+
     /// Assert a refusal whose message mentions `needle` (case-insensitive).
     pub fn refused(&self, needle: &str) -> &Self {
         assert!(
@@ -99,6 +106,14 @@ pub fn awa_stdin(url: &str, args: &[&str], input: Vec<u8>) -> Run {
 pub fn spawn_awa(url: &str, args: &[&str]) -> Running {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_awa"));
     cmd.arg("--database-url").arg(url).args(args);
+    Running::start(cmd)
+}
+
+/// `awa ARGS...` started in the background with `vars` set in its
+/// environment (and no `--database-url` unless ARGS has one).
+pub fn spawn_awa_env(vars: &[(&str, &str)], args: &[&str]) -> Running {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_awa"));
+    cmd.envs(vars.iter().copied()).args(args);
     Running::start(cmd)
 }
 
@@ -188,6 +203,16 @@ impl Running {
             .status()
             .expect("run kill");
         assert!(status.success(), "kill -TERM failed");
+    }
+
+    /// Send SIGINT to this child (and only it): Ctrl-C.
+    pub fn interrupt(&self) {
+        let status = Command::new("kill")
+            .arg("-INT")
+            .arg(self.child.id().to_string())
+            .status()
+            .expect("run kill");
+        assert!(status.success(), "kill -INT failed");
     }
 
     /// Wait for exit, killing the child if it runs past two minutes.

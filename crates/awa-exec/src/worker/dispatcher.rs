@@ -15,9 +15,10 @@ use crate::{ExecError, ExecPlane, Finish, Frontier, PgExecPlane};
 use awa_core::QueueName;
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 use tokio::sync::{Notify, Semaphore, mpsc, watch};
+use tokio_util::sync::CancellationToken;
 
 pub(crate) struct Dispatcher {
     pub pool: sqlx::PgPool,
@@ -37,6 +38,9 @@ pub(crate) struct Dispatcher {
     pub events: bool,
     pub in_flight: InFlight,
     pub stats: Arc<Stats>,
+    /// How long a cancelled attempt's handler may run on before it is
+    /// dropped (`WorkerConfig::cancel_grace`).
+    pub cancel_grace: Duration,
 }
 
 /// While work is visible but the claim frontier has not settled past it,
@@ -245,7 +249,7 @@ pub(crate) async fn run(d: Dispatcher) {
                                 map.insert(job.token, super::Running {
                                     abort: None,
                                     since: now,
-                                    lost: Arc::new(AtomicBool::new(false)),
+                                    cancel: CancellationToken::new(),
                                 });
                             }
                         }
@@ -353,19 +357,20 @@ fn start_job(
         .or_else(|| d.handlers.get(""))
         .cloned();
     // The entry was made when the job was claimed; it is gone if shutdown
-    // already released the job, and its flag is set if a heartbeat found
-    // the attempt cancelled or rescued while it waited: then do not run it.
+    // already released the job, and it is cancelled if the attempt was
+    // cancelled or rescued while it waited: then do not run it.
     let mut guard = d.in_flight.lock().expect("in-flight lock");
     let Some(entry) = guard.get_mut(&token) else {
         return;
     };
-    if entry.lost.load(Ordering::Relaxed) {
+    if entry.cancel.is_cancelled() {
         guard.remove(&token);
+        d.stats.dropped.fetch_add(1, Ordering::Relaxed);
         tracing::debug!(job_id = %token.job_id, run_lease = %token.run_lease,
             "buffered attempt is no longer ours; not running it");
         return;
     }
-    let lost = entry.lost.clone();
+    let cancel = entry.cancel.clone();
     let about = (d.events || crate::metrics::enabled()).then(|| {
         Arc::new(About {
             queue: job.queue.clone(),
@@ -378,27 +383,49 @@ fn start_job(
         pool: d.pool.clone(),
         plane: d.plane.clone(),
         shutdown: d.stop.clone(),
-        lost,
+        cancel: cancel.clone(),
     };
     let done = d.done.clone();
     let avg = avg_job_us.clone();
+    let grace = d.cancel_grace;
+    let stats = d.stats.clone();
     // The map entry must hold the task before the job can finish, so spawn
     // while holding the lock.
     let task = tokio::spawn({
         let in_flight = d.in_flight.clone();
         async move {
             let began = std::time::Instant::now();
-            let result = run_handler(handler, ctx).await;
-            record_duration(&avg, began.elapsed());
-            crate::metrics::handler_ran(about.as_deref(), began.elapsed());
-            let finish = finish_for(result);
+            // The cancel rule: once the attempt is no longer ours the
+            // handler has `grace` to return, then its future is dropped
+            // (which aborts its task) and the slot is freed.
+            let result = tokio::select! {
+                result = run_handler(handler, ctx) => Some(result),
+                _ = async {
+                    cancel.cancelled().await;
+                    tokio::time::sleep(grace).await;
+                } => None,
+            };
             let mine = in_flight
                 .lock()
                 .expect("in-flight lock")
                 .remove(&token)
                 .is_some();
-            if mine {
-                let _ = done.send((token, finish, about));
+            match result {
+                Some(result) => {
+                    record_duration(&avg, began.elapsed());
+                    crate::metrics::handler_ran(about.as_deref(), began.elapsed());
+                    if mine {
+                        let _ = done.send((token, finish_for(result), about));
+                    }
+                }
+                None => {
+                    // Nothing to record: whoever cancelled or rescued the
+                    // attempt closed it in the database.
+                    stats.dropped.fetch_add(1, Ordering::Relaxed);
+                    tracing::warn!(job_id = %token.job_id, run_lease = %token.run_lease,
+                        ?grace, "the cancelled attempt's handler did not return within the \
+                         cancel grace; dropped it and freed its slot");
+                }
             }
             drop(permit);
         }
@@ -406,18 +433,33 @@ fn start_job(
     entry.abort = Some(task.abort_handle());
 }
 
+/// Aborts a task when dropped: the handler's task ends with the future
+/// that waits for it (cancel grace over, shutdown grace over).
+struct AbortOnDrop(tokio::task::AbortHandle);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
 /// Run the handler for one attempt. A panicking handler must not lose the
-/// job: it runs in its own task and a panic becomes a retry. No handler
-/// for the kind is a permanent failure naming it.
+/// job: it runs in its own task and a panic becomes a retry. Dropping the
+/// returned future aborts that task. No handler for the kind is a
+/// permanent failure naming it.
 pub(crate) async fn run_handler(
     handler: Option<Arc<dyn Handler>>,
     ctx: JobContext,
 ) -> HandlerResult {
     match handler {
-        Some(h) => match tokio::spawn(async move { h.handle(ctx).await }).await {
-            Ok(result) => result,
-            Err(join) => Err(JobError::Retry(format!("handler panicked: {join}"))),
-        },
+        Some(h) => {
+            let task = tokio::spawn(async move { h.handle(ctx).await });
+            let _abort = AbortOnDrop(task.abort_handle());
+            match task.await {
+                Ok(result) => result,
+                Err(join) => Err(JobError::Retry(format!("handler panicked: {join}"))),
+            }
+        }
         None => Err(JobError::Permanent(format!(
             "no handler is registered for job kind {:?}",
             ctx.job.kind
@@ -439,11 +481,15 @@ fn record_duration(avg: &AtomicU64, took: Duration) {
     });
 }
 
-/// Wake dispatchers when `awa_ready` names their queue. Notifications are
-/// an optimisation: if the listener is down, polling still finds the work.
+/// Wake dispatchers when `awa_ready` names their queue, and tell a
+/// handler when `awa_cancel` names its attempt (`job_id:run_lease:why`,
+/// sent by `cancel_job` and `rescue_stale` in the transaction that closed
+/// it). Notifications are an optimisation: if the listener is down,
+/// polling still finds the work and heartbeats still find lost attempts.
 pub(crate) async fn listen(
     pool: sqlx::PgPool,
     wakers: super::engine::Wakers,
+    attempts: super::Attempts,
     mut stop: watch::Receiver<bool>,
 ) {
     loop {
@@ -457,7 +503,7 @@ pub(crate) async fn listen(
                 }
             }
         };
-        if let Err(err) = listener.listen("awa_ready").await {
+        if let Err(err) = listener.listen_all(["awa_ready", "awa_cancel"]).await {
             tracing::warn!(error = %err, "LISTEN failed; polling until it is back");
             tokio::time::sleep(Duration::from_secs(1)).await;
             continue;
@@ -465,6 +511,15 @@ pub(crate) async fn listen(
         loop {
             tokio::select! {
                 msg = listener.recv() => match msg {
+                    Ok(n) if n.channel() == "awa_cancel" => {
+                        let mut parts = n.payload().splitn(3, ':');
+                        let job = parts.next().and_then(|p| p.parse::<i64>().ok());
+                        let lease = parts.next().and_then(|p| p.parse::<i64>().ok());
+                        let why = parts.next().unwrap_or("cancelled");
+                        if let (Some(job), Some(lease)) = (job, lease) {
+                            super::cancel_attempt(&attempts, job, lease, why);
+                        }
+                    }
                     Ok(n) => {
                         if let Some(ws) = wakers.lock().expect("wakers lock").get(n.payload()) {
                             for w in ws {

@@ -10,7 +10,7 @@
 //! completer, so every attempt is finished, heartbeated and released on
 //! the substrate that handed it out.
 
-use super::{Done, InFlight, JobEvent, Stats, WorkerConfig, completer, dispatcher};
+use super::{Attempts, Done, InFlight, JobEvent, Stats, WorkerConfig, completer, dispatcher};
 use crate::PgExecPlane;
 use crate::worker::handler::Handler;
 use awa_core::SchemaName;
@@ -33,6 +33,8 @@ pub(crate) struct Shared {
     pub stats: Arc<Stats>,
     pub events: Option<mpsc::UnboundedSender<JobEvent>>,
     pub wakers: Wakers,
+    /// Every engine's in-flight map, for the cancel notifications.
+    pub attempts: Attempts,
 }
 
 pub(crate) struct Engine {
@@ -44,6 +46,10 @@ pub(crate) struct Engine {
     in_flight: InFlight,
     done: Option<mpsc::UnboundedSender<Done>>,
     notifies: Vec<(String, Arc<Notify>)>,
+    attempts: Attempts,
+    pool: sqlx::PgPool,
+    plane: Arc<PgExecPlane>,
+    instance_id: uuid::Uuid,
 }
 
 impl Engine {
@@ -82,6 +88,7 @@ impl Engine {
                 events: shared.events.is_some(),
                 in_flight: in_flight.clone(),
                 stats: shared.stats.clone(),
+                cancel_grace: shared.config.cancel_grace,
             })));
         }
         {
@@ -90,11 +97,18 @@ impl Engine {
                 wakers.entry(queue.clone()).or_default().push(wake.clone());
             }
         }
+        shared
+            .attempts
+            .lock()
+            .expect("attempts lock")
+            .push(in_flight.clone());
+        let heartbeat_plane = plane.clone();
         let heartbeats = tokio::spawn(super::heartbeat_long_jobs(
             shared.pool.clone(),
             plane,
             in_flight.clone(),
             shared.config.heartbeat_interval,
+            shared.config.instance_id,
         ));
         tracing::debug!(schema = %schema, "worker engine started");
         Self {
@@ -106,6 +120,10 @@ impl Engine {
             in_flight,
             done: Some(done_tx),
             notifies,
+            attempts: shared.attempts.clone(),
+            pool: shared.pool.clone(),
+            plane: heartbeat_plane,
+            instance_id: shared.config.instance_id,
         }
     }
 
@@ -170,6 +188,10 @@ impl Engine {
     pub async fn finish(mut self, deadline: tokio::time::Instant) -> bool {
         self.heartbeats.abort();
         self.done = None;
+        self.attempts
+            .lock()
+            .expect("attempts lock")
+            .retain(|m| !Arc::ptr_eq(m, &self.in_flight));
         let abort = self.completer.abort_handle();
         if tokio::time::timeout_at(deadline, &mut self.completer)
             .await
@@ -177,6 +199,16 @@ impl Engine {
         {
             abort.abort();
             return false;
+        }
+        // Nothing is buffered any more (best effort: a row left behind
+        // names attempts that are closed or will be rescued).
+        let cleared = tokio::time::timeout_at(deadline, async {
+            let mut conn = self.pool.acquire().await?;
+            self.plane.clear_buffer(&mut conn, self.instance_id).await
+        })
+        .await;
+        if !matches!(cleared, Ok(Ok(()))) {
+            tracing::debug!(schema = %self.schema, "could not clear the buffer row");
         }
         tracing::debug!(schema = %self.schema, "worker engine finished");
         true

@@ -6,10 +6,12 @@ use awa_core::ClaimedJob;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
 
 /// How a handler says its attempt went.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Outcome {
+    /// Done: the job is completed.
     Complete,
     /// Run again after the delay; the attempt does not count.
     Snooze(Duration),
@@ -31,6 +33,7 @@ pub enum JobError {
     Permanent(String),
 }
 
+/// What a handler returns: how the attempt went, or why it failed.
 pub type HandlerResult = Result<Outcome, JobError>;
 
 /// What the worker writes for a handler's result.
@@ -51,17 +54,19 @@ pub(crate) fn finish_for(result: HandlerResult) -> Finish {
 /// A typed async job handler, registered per job kind.
 #[async_trait]
 pub trait Handler: Send + Sync + 'static {
+    /// Run one attempt; its result is recorded once this returns.
     async fn handle(&self, ctx: JobContext) -> HandlerResult;
 }
 
 /// Everything a running attempt can see and do.
 #[derive(Debug, Clone)]
 pub struct JobContext {
+    /// The claimed job: its token, kind, args, attempt and metadata.
     pub job: ClaimedJob,
     pub(crate) pool: sqlx::PgPool,
     pub(crate) plane: Arc<PgExecPlane>,
     pub(crate) shutdown: watch::Receiver<bool>,
-    pub(crate) lost: Arc<std::sync::atomic::AtomicBool>,
+    pub(crate) cancel: CancellationToken,
 }
 
 impl JobContext {
@@ -76,17 +81,14 @@ impl JobContext {
             .heartbeat(&mut conn, &self.job.token, &progress)
             .await?;
         if !ours {
-            self.lost.store(true, std::sync::atomic::Ordering::Relaxed);
+            self.cancel.cancel();
         }
         Ok(ours)
     }
 
-    /// True once a heartbeat (the worker's automatic one, or
-    /// [`JobContext::heartbeat`]) found this attempt is no longer ours:
-    /// cancelled by an operator or rescued by maintenance. Its result will
-    /// be rejected; a long handler should stop.
+    /// The same as [`JobContext::is_cancelled`].
     pub fn attempt_lost(&self) -> bool {
-        self.lost.load(std::sync::atomic::Ordering::Relaxed)
+        self.cancel.is_cancelled()
     }
 
     /// Which attempt this is (1 for the first run; snoozes do not count).
@@ -99,12 +101,30 @@ impl JobContext {
         self.job.metadata.as_ref()
     }
 
-    /// True once this attempt was cancelled by an operator (or rescued by
-    /// maintenance): the worker learns it at its heartbeats, which run for
-    /// attempts older than the heartbeat cadence, or at an explicit
-    /// [`JobContext::heartbeat`]. Its result will be rejected; stop.
+    /// True once this attempt is no longer ours: cancelled by an operator
+    /// or rescued by maintenance. The worker learns it at once from the
+    /// `awa_cancel` notification the cancel commits (or, should the
+    /// notification be missed, at the next heartbeat). Its result will be
+    /// rejected: stop. A handler still running [`WorkerConfig::cancel_grace`]
+    /// (5 s by default) later is dropped and its slot freed.
+    ///
+    /// [`WorkerConfig::cancel_grace`]: crate::worker::WorkerConfig::cancel_grace
     pub fn is_cancelled(&self) -> bool {
-        self.attempt_lost()
+        self.cancel.is_cancelled()
+    }
+
+    /// Resolves once this attempt is no longer ours (see
+    /// [`JobContext::is_cancelled`]); never, if it stays ours. Select on it
+    /// beside the work to stop at once:
+    ///
+    /// ```ignore
+    /// tokio::select! {
+    ///     done = do_the_work() => done,
+    ///     _ = ctx.cancelled() => Ok(Outcome::Complete), // ignored anyway
+    /// }
+    /// ```
+    pub async fn cancelled(&self) {
+        self.cancel.cancelled().await
     }
 
     /// The checkpoint an earlier attempt of this job saved (see

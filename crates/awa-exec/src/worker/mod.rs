@@ -9,6 +9,14 @@
 //! Shutdown stops claiming, lets in-flight jobs finish within a grace
 //! period, releases buffered (claimed, not started) jobs at once and the
 //! rest at the deadline, so they run again: never lost.
+//!
+//! Cancel (the cancel rule): an attempt that is no longer ours (an
+//! operator cancelled it, maintenance rescued it) is learnt of at once
+//! through `NOTIFY awa_cancel` (sent in the transaction that closed it),
+//! else at the next heartbeat; its handler's [`JobContext::cancelled`]
+//! resolves, and if the handler has not returned within
+//! [`WorkerConfig::cancel_grace`] it is dropped and its slot freed. Each
+//! step is logged once.
 
 mod completer;
 mod dispatcher;
@@ -24,6 +32,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 use tokio::sync::{mpsc, watch};
+use tokio_util::sync::CancellationToken;
 
 /// How a worker runs.
 #[derive(Debug, Clone)]
@@ -45,8 +54,17 @@ pub struct WorkerConfig {
     /// (`awa_core::bounds::heartbeat_cadence`), re-read every
     /// [`SETTINGS_REFRESH`].
     pub heartbeat_interval: Duration,
+    /// How long a handler whose attempt was cancelled (or rescued) may run
+    /// on after it was told ([`JobContext::cancelled`]) before the worker
+    /// drops it and frees its slot. Default [`DEFAULT_CANCEL_GRACE`].
+    pub cancel_grace: Duration,
     pub instance_id: uuid::Uuid,
 }
+
+/// The default [`WorkerConfig::cancel_grace`]: long enough for a handler
+/// that watches [`JobContext::cancelled`] to clean up, short enough that a
+/// cancelled job does not hold its slot.
+pub const DEFAULT_CANCEL_GRACE: Duration = Duration::from_secs(5);
 
 impl WorkerConfig {
     pub fn new(schema: SchemaName, queues: Vec<(QueueName, usize)>) -> Self {
@@ -57,6 +75,7 @@ impl WorkerConfig {
             poll_interval: Duration::from_millis(250),
             shutdown_grace: Duration::from_secs(10),
             heartbeat_interval: Duration::from_secs(15),
+            cancel_grace: DEFAULT_CANCEL_GRACE,
             instance_id: uuid::Uuid::new_v4(),
         }
     }
@@ -97,6 +116,7 @@ impl WorkerConfig {
         bounds::POLL_INTERVAL.check(self.poll_interval)?;
         bounds::SHUTDOWN_GRACE.check(self.shutdown_grace)?;
         bounds::HEARTBEAT_INTERVAL.check(self.heartbeat_interval)?;
+        bounds::CANCEL_GRACE.check(self.cancel_grace)?;
         Ok(())
     }
 }
@@ -120,6 +140,11 @@ pub struct Stats {
     /// Results the database refused even on their own: recorded as a retry
     /// with the default backoff instead, or left for rescue.
     pub unstorable: AtomicU64,
+    /// Attempts given up because they were no longer ours (cancelled by an
+    /// operator or rescued): buffered ones never started, and handlers
+    /// dropped for not returning within the cancel grace. Whoever closed
+    /// them recorded their end.
+    pub dropped: AtomicU64,
 }
 
 impl Stats {
@@ -151,6 +176,7 @@ impl Stats {
             released: get(&self.released),
             rejected: get(&self.rejected),
             unstorable: get(&self.unstorable),
+            dropped: get(&self.dropped),
         }
     }
 }
@@ -158,18 +184,33 @@ impl Stats {
 /// A copy of the counters.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
 pub struct StatsSnapshot {
+    /// Claim round trips (including those that found nothing).
     pub claim_calls: u64,
+    /// Claim round trips that took nothing.
     pub empty_claims: u64,
+    /// Jobs claimed.
     pub claimed: u64,
+    /// Results recorded as completed.
     pub completed: u64,
+    /// Results recorded as a retry.
     pub retried: u64,
+    /// Results recorded as snoozed.
     pub snoozed: u64,
+    /// Results recorded as cancelled.
     pub cancelled: u64,
+    /// Results recorded as failed for good.
     pub failed: u64,
+    /// Results recorded as dead-lettered.
     pub dead_lettered: u64,
+    /// Attempts released unfinished (at shutdown) to run again.
     pub released: u64,
+    /// Results the database rejected because the attempt was no longer
+    /// current (cancelled, rescued or already finished).
     pub rejected: u64,
+    /// Results the database refused even on their own: recorded as a retry
+    /// with the default backoff instead, or left for rescue.
     pub unstorable: u64,
+    pub dropped: u64,
 }
 
 /// One attempt's result, reported to lifecycle hooks once the finish call
@@ -179,9 +220,13 @@ pub struct StatsSnapshot {
 /// when it commits.
 #[derive(Debug, Clone, PartialEq)]
 pub struct JobEvent {
+    /// The job.
     pub job_id: JobId,
+    /// Which claim of the job the attempt was.
     pub run_lease: RunLease,
+    /// Its queue.
     pub queue: QueueName,
+    /// Its kind.
     pub kind: String,
     /// The attempt that ended (1 for the first run).
     pub attempt: i32,
@@ -211,6 +256,7 @@ pub(crate) type Done = (AttemptToken, Finish, Option<Arc<About>>);
 /// What [`Worker::work_one`] did with the job it claimed.
 #[derive(Debug, Clone)]
 pub struct Worked {
+    /// The job that was claimed and run.
     pub job: awa_core::ClaimedJob,
     /// What the handler's result became in the database.
     pub finished: Finished,
@@ -248,8 +294,38 @@ pub(crate) struct Running {
     pub abort: Option<tokio::task::AbortHandle>,
     /// When it was claimed: rescue counts staleness from the claim.
     pub since: std::time::Instant,
-    /// Set when a heartbeat finds the attempt is no longer ours.
-    pub lost: Arc<std::sync::atomic::AtomicBool>,
+    /// Cancelled once the attempt is no longer ours (an `awa_cancel`
+    /// notification, or a heartbeat that found it closed); the handler
+    /// sees it through its context.
+    pub cancel: CancellationToken,
+}
+
+/// Every engine's in-flight map, so the notification listener can find an
+/// attempt by job and lease whichever substrate handed it out.
+pub(crate) type Attempts = Arc<std::sync::Mutex<Vec<InFlight>>>;
+
+/// Mark attempt `(job_id, run_lease)` cancelled if this worker holds it;
+/// `why` is the notification's reason. Logged once per attempt.
+pub(crate) fn cancel_attempt(attempts: &Attempts, job_id: i64, run_lease: i64, why: &str) {
+    for map in attempts.lock().expect("attempts lock").iter() {
+        let map = map.lock().expect("in-flight lock");
+        let found = map
+            .iter()
+            .find(|(t, _)| t.job_id.0 == job_id && t.run_lease.0 == run_lease);
+        if let Some((_, running)) = found {
+            if !running.cancel.is_cancelled() {
+                running.cancel.cancel();
+                tracing::info!(
+                    job_id,
+                    run_lease,
+                    why,
+                    started = running.abort.is_some(),
+                    "attempt is no longer ours; its handler is told to stop"
+                );
+            }
+            return;
+        }
+    }
 }
 
 impl Worker {
@@ -359,7 +435,7 @@ impl Worker {
             pool: self.pool.clone(),
             plane: plane.clone(),
             shutdown: stop_rx,
-            lost: Default::default(),
+            cancel: CancellationToken::new(),
         };
         let finish = handler::finish_for(dispatcher::run_handler(handler, ctx).await);
         let mut conn = self.pool.acquire().await?;
@@ -427,10 +503,12 @@ impl Worker {
             stats: self.stats.clone(),
             events: event_tx,
             wakers: Default::default(),
+            attempts: Default::default(),
         };
         let listener = tokio::spawn(dispatcher::listen(
             self.pool.clone(),
             shared.wakers.clone(),
+            shared.attempts.clone(),
             stop_rx.clone(),
         ));
 
@@ -511,7 +589,7 @@ impl Worker {
             e.stop_claiming(&shared.wakers);
         }
         // A dispatcher stuck in a claim the database does not answer is
-        // abandoned at the deadline; a claim that did commit is rescued.
+        // dropped at the deadline; a claim that did commit is rescued.
         for e in &mut engines {
             e.join_dispatchers(grace_over).await;
         }
@@ -527,7 +605,7 @@ impl Worker {
         .await
         .is_ok();
         // Whatever is still held: running jobs past the grace period, and
-        // the buffer of a dispatcher abandoned at the deadline (a stopping
+        // the buffer of a dispatcher dropped at the deadline (a stopping
         // dispatcher releases its own buffer at once).
         let left: usize = engines.iter_mut().map(|e| e.release_all()).sum();
         if left > 0 {
@@ -577,21 +655,91 @@ async fn run_hooks(mut rx: mpsc::UnboundedReceiver<JobEvent>, hooks: Vec<EventHo
     }
 }
 
+/// How often a worker engine rewrites its buffer row when nothing in it
+/// changed, so [`BUFFER_ROW_EXPIRY`] never removes a live engine's row.
+pub const BUFFER_REFRESH: Duration = Duration::from_secs(300);
+
+/// Buffer rows not refreshed for this long belong to engines that died;
+/// each engine removes them as it starts.
+pub const BUFFER_ROW_EXPIRY: Duration = Duration::from_secs(3600);
+
+/// What an engine last said it holds buffered.
+#[derive(Default)]
+struct BufferReport {
+    said: Vec<i64>,
+    at: Option<std::time::Instant>,
+}
+
+impl BufferReport {
+    /// Publish the engine's buffered (claimed, not started, still ours)
+    /// jobs when they changed, or when a non-empty report is due for a
+    /// refresh: one statement at most per call, none while nothing changes.
+    async fn publish(
+        &mut self,
+        pool: &sqlx::PgPool,
+        plane: &PgExecPlane,
+        instance_id: uuid::Uuid,
+        in_flight: &InFlight,
+    ) {
+        let mut now: Vec<i64> = in_flight
+            .lock()
+            .expect("in-flight lock")
+            .iter()
+            .filter(|(_, r)| r.abort.is_none() && !r.cancel.is_cancelled())
+            .map(|(t, _)| t.job_id.0)
+            .collect();
+        now.sort_unstable();
+        let refresh_due = !now.is_empty() && self.at.is_none_or(|t| t.elapsed() >= BUFFER_REFRESH);
+        if now == self.said && !refresh_due {
+            return;
+        }
+        let written = async {
+            let mut conn = pool.acquire().await?;
+            if now.is_empty() {
+                plane.clear_buffer(&mut conn, instance_id).await
+            } else {
+                plane.publish_buffer(&mut conn, instance_id, &now).await
+            }
+        }
+        .await;
+        match written {
+            Ok(()) => {
+                self.said = now;
+                self.at = Some(std::time::Instant::now());
+            }
+            Err(err) => tracing::debug!(error = %err,
+                "could not publish the buffered jobs; will retry"),
+        }
+    }
+}
+
 /// Keep long attempts alive. Short jobs finish before their first
 /// heartbeat is due and never touch the lease ring. The cadence follows the
 /// rescue bound the substrate publishes (a third of it, at most `at_most`),
 /// re-read every `SETTINGS_REFRESH`, so maintenance in another process with
-/// a short `--rescue-after` does not take healthy long jobs.
+/// a short `--rescue-after` does not take healthy long jobs. Each round
+/// also publishes which claimed jobs wait in the buffer, not started
+/// ([`PgExecPlane::publish_buffer`]), when that changed.
 async fn heartbeat_long_jobs(
     pool: sqlx::PgPool,
     plane: Arc<PgExecPlane>,
     in_flight: InFlight,
     at_most: Duration,
+    instance_id: uuid::Uuid,
 ) {
     use crate::ExecPlane;
     let mut cadence = at_most;
     let mut read_at: Option<tokio::time::Instant> = None;
     let mut beaten: HashMap<AttemptToken, std::time::Instant> = HashMap::new();
+    let mut report = BufferReport::default();
+    let gc = async {
+        let mut conn = pool.acquire().await?;
+        plane.gc_buffers(&mut conn, BUFFER_ROW_EXPIRY).await
+    }
+    .await;
+    if let Err(err) = gc {
+        tracing::debug!(error = %err, "could not remove expired buffer rows");
+    }
     loop {
         if read_at.is_none_or(|t| t.elapsed() >= SETTINGS_REFRESH) {
             read_at = Some(tokio::time::Instant::now());
@@ -614,16 +762,19 @@ async fn heartbeat_long_jobs(
                     "could not read the rescue bound; keeping the current heartbeat cadence"),
             }
         }
-        let due: Vec<(AttemptToken, Arc<std::sync::atomic::AtomicBool>)> = {
+        // An attempt already known to be lost is not heartbeated again (its
+        // handler has the cancel grace left, then it is dropped).
+        let due: Vec<(AttemptToken, CancellationToken)> = {
             let running = in_flight.lock().expect("in-flight lock");
             beaten.retain(|t, _| running.contains_key(t));
             running
                 .iter()
+                .filter(|(_, r)| !r.cancel.is_cancelled())
                 .filter(|(t, r)| beaten.get(t).copied().unwrap_or(r.since).elapsed() >= cadence)
-                .map(|(t, r)| (*t, r.lost.clone()))
+                .map(|(t, r)| (*t, r.cancel.clone()))
                 .collect()
         };
-        for (token, lost) in due {
+        for (token, cancel) in due {
             let alive = async {
                 let mut conn = pool.acquire().await?;
                 plane
@@ -636,14 +787,18 @@ async fn heartbeat_long_jobs(
                     beaten.insert(token, std::time::Instant::now());
                 }
                 Ok(false) => {
-                    tracing::warn!(job_id = %token.job_id, run_lease = %token.run_lease,
-                        "attempt is no longer ours (cancelled or rescued); its result will be rejected");
-                    lost.store(true, Ordering::Relaxed);
-                    beaten.insert(token, std::time::Instant::now());
+                    // Once per attempt: it is skipped from now on.
+                    if !cancel.is_cancelled() {
+                        cancel.cancel();
+                        tracing::warn!(job_id = %token.job_id, run_lease = %token.run_lease,
+                            "a heartbeat found the attempt is no longer ours (cancelled or rescued); \
+                             its handler is told to stop and its result will be rejected");
+                    }
                 }
                 Err(err) => tracing::warn!(error = %err, "heartbeat failed; will retry"),
             }
         }
+        report.publish(&pool, &plane, instance_id, &in_flight).await;
         tokio::time::sleep(cadence.min(SETTINGS_REFRESH)).await;
     }
 }

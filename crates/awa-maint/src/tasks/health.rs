@@ -1,6 +1,7 @@
 //! Publish queue health (depth, running, deferred, oldest waiting job) to
 //! `awa.queue_health`, so operators read one small table instead of
-//! scanning the planes.
+//! scanning the planes; then the last minutes of activity (terminal counts,
+//! pickup latency, waits) to `awa.queue_minutes`, the dashboard's charts.
 
 use super::{MaintTask, TaskOutcome};
 use crate::MaintError;
@@ -37,6 +38,7 @@ impl MaintTask for Health {
     async fn run_once(&self, pool: &sqlx::PgPool) -> Result<TaskOutcome, MaintError> {
         let mut conn = pool.acquire().await?;
         let queues = self.plane.publish_health(&mut conn).await?;
+        self.plane.publish_activity(&mut conn).await?;
         Ok(if queues == 0 {
             TaskOutcome::Idle
         } else {

@@ -5,6 +5,7 @@
 
 mod cron;
 mod dlq_retention;
+mod failure_retention;
 mod health;
 mod promote;
 mod prune;
@@ -12,9 +13,11 @@ mod rescue;
 mod rotate;
 mod runtime_gc;
 mod transfer;
+mod unique_prune;
 
 pub use cron::Cron;
 pub use dlq_retention::DlqRetention;
+pub use failure_retention::FailureRetention;
 pub use health::Health;
 pub use promote::Promote;
 pub use prune::Prune;
@@ -22,6 +25,7 @@ pub use rescue::Rescue;
 pub use rotate::Rotate;
 pub use runtime_gc::RuntimeGc;
 pub use transfer::Transfer;
+pub use unique_prune::UniquePrune;
 
 use crate::MaintError;
 use async_trait::async_trait;
@@ -30,16 +34,25 @@ use std::time::Duration;
 /// Cadences of the standard task set.
 #[derive(Debug, Clone)]
 pub struct MaintSettings {
+    /// How often due scheduled, retrying and snoozed jobs are made
+    /// runnable.
     pub promote_interval: Duration,
     /// Ring rotation cadence; with N slots, terminal history is retained
     /// for about N x this (longer while a slot is pinned).
     pub rotate_interval: Duration,
+    /// How often sealed ring slots are checked and reclaimed.
     pub prune_interval: Duration,
     /// An attempt without a heartbeat for this long is rescued.
     pub rescue_stale: Duration,
+    /// How often stale attempts are looked for.
     pub rescue_interval: Duration,
+    /// How often queue health (backlog, oldest job) is refreshed.
     pub health_interval: Duration,
+    /// How often dead letters past their retention are deleted.
     pub dlq_retention_interval: Duration,
+    /// How often failed and cancelled jobs past the substrate's failure
+    /// retention are deleted.
+    pub failure_retention_interval: Duration,
     /// Runtimes not seen for this long are forgotten.
     pub runtime_gc_after: Duration,
     /// How often due cron ticks are fired (a tick fires within about this
@@ -57,6 +70,7 @@ impl Default for MaintSettings {
             rescue_interval: Duration::from_secs(5),
             health_interval: Duration::from_secs(5),
             dlq_retention_interval: Duration::from_secs(60),
+            failure_retention_interval: Duration::from_secs(5),
             runtime_gc_after: Duration::from_secs(300),
             cron_interval: Duration::from_millis(500),
         }
@@ -118,6 +132,10 @@ pub fn substrate_tasks(
             schema.clone(),
             settings.dlq_retention_interval,
         )),
+        Arc::new(FailureRetention::new(
+            schema.clone(),
+            settings.failure_retention_interval,
+        )),
     ];
     if written {
         tasks.insert(
@@ -129,8 +147,9 @@ pub fn substrate_tasks(
 }
 
 /// The tasks that run once per database whatever the routing: runtime
-/// registry garbage collection, cron, and moving work out of substrates
-/// that only drain. Cron enqueues through `awa.enqueue`, which routes.
+/// registry garbage collection, cron, moving work out of substrates that
+/// only drain, and deleting unique key rows past their period. Cron
+/// enqueues through `awa.enqueue`, which routes.
 pub fn database_tasks(settings: &MaintSettings) -> Vec<std::sync::Arc<dyn MaintTask>> {
     use std::sync::Arc;
     vec![
@@ -145,6 +164,9 @@ pub fn database_tasks(settings: &MaintSettings) -> Vec<std::sync::Arc<dyn MaintT
         Arc::new(Transfer::new(
             settings.promote_interval.max(Duration::from_millis(500)),
         )),
+        // Rows past their period hold nothing (enqueue takes them over),
+        // so this only bounds the table: the DLQ retention's cadence.
+        Arc::new(UniquePrune::new(settings.dlq_retention_interval)),
     ]
 }
 

@@ -8,11 +8,11 @@ use awa_ready::{PgReadyPlane, ReadyPlane};
 use sqlx::PgPool;
 use std::time::Duration;
 
-/// Every terminal fact still stored, one row per job `(job_id, queue,
+/// Every terminal fact still stored (kept failures included), one row per job `(job_id, queue,
 /// state)`, whichever shape it has (done batches list several jobs), and
 /// including slots already retired but not yet truncated (unlike
 /// `terminal_jobs`). Use as `SELECT ... FROM {TERMINAL_FACTS}`.
-pub const TERMINAL_FACTS: &str = "(SELECT job_id, queue, state FROM awa.done_entries UNION ALL SELECT u.job_id, b.queue, 'completed' FROM awa.done_batches b, unnest(b.job_ids) AS u(job_id)) d";
+pub const TERMINAL_FACTS: &str = "(SELECT job_id, queue, state FROM awa.done_entries UNION ALL SELECT job_id, queue, state FROM awa.failure_entries UNION ALL SELECT u.job_id, b.queue, 'completed' FROM awa.done_batches b, unnest(b.job_ids) AS u(job_id)) d";
 
 pub fn schema() -> SchemaName {
     SchemaName::default_schema()
@@ -41,6 +41,35 @@ pub async fn finish_batch(pool: &PgPool, batch: &[(AttemptToken, Finish)]) -> Ve
 }
 
 /// A fresh migrated database and a pool on it.
+/// The shortest rotate interval a prune step accepts
+/// (`awa_core::bounds::ROTATE_INTERVAL`). Tests that prune a slot as soon
+/// as it is sealed also set the history retention to 0 (`keep_no_history`).
+pub const ROTATE: Duration = awa_core::bounds::ROTATE_INTERVAL.min;
+
+/// Keep no terminal history in substrate `awa`: a sealed queue slot may be
+/// retired at once, whatever rotate interval prune is given.
+pub async fn keep_no_history(pool: &PgPool) {
+    sqlx::query("UPDATE awa.substrate_info SET history_retention = interval '0'")
+        .execute(pool)
+        .await
+        .unwrap();
+}
+
+/// Make every open attempt of substrate `awa` look abandoned: claimed and
+/// last heartbeated a day ago, so `rescue_stale` at the shortest bound it
+/// accepts (`awa_core::bounds::RESCUE_AFTER`, 1 s) rescues them all now.
+pub async fn make_attempts_stale(pool: &PgPool) {
+    sqlx::raw_sql(
+        "UPDATE awa.claim_batches SET claimed_at = claimed_at - interval '1 day';
+         UPDATE awa.leases SET heartbeat_at = heartbeat_at - interval '1 day';
+         UPDATE awa.parked_attempts SET claimed_at = claimed_at - interval '1 day',
+                                        heartbeat_at = heartbeat_at - interval '1 day'",
+    )
+    .execute(pool)
+    .await
+    .unwrap();
+}
+
 pub async fn setup() -> (awa_harness::TestDb, PgPool) {
     let db = awa_maint::migrated_test_db().await.expect("test database");
     let pool = db.pool().await.expect("pool");

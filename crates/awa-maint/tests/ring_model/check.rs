@@ -75,6 +75,19 @@ impl Model {
         out
     }
 
+    /// The kept failures (failed or cancelled jobs, outside the rings):
+    /// (job, run_lease, state), sorted.
+    pub fn failures(&self) -> Vec<(i64, i64, &'static str)> {
+        let mut out: Vec<(i64, i64, &'static str)> = self
+            .store
+            .failures
+            .iter()
+            .map(|d| (d.job, d.run_lease, d.state.as_str()))
+            .collect();
+        out.sort();
+        out
+    }
+
     /// The parked attempts, (job, run_lease), sorted.
     pub fn parked_attempts(&self) -> Vec<(i64, i64)> {
         let mut out: Vec<(i64, i64)> = self

@@ -7,8 +7,10 @@
 //! * Three rings (queue, claim, lease) of `N` slots each, with the rows each
 //!   slot holds, exactly as the SQL lays them out (compact batch evidence):
 //!   - queue slot: ready entries, tombstones, done entries (one terminal
-//!     fact per job), done batches (one row per finish call and slot: the
-//!     successes whose bodies are there) and count deltas;
+//!     fact per completed parked attempt), done batches (one row per finish
+//!     call and slot: the successes whose bodies are there) and count
+//!     deltas; failed and cancelled jobs are kept outside the rings
+//!     (`failure_entries`, ADR 11: never retired or truncated here);
 //!   - claim slot: claim batches (one row per claim call: job ids, run
 //!     leases, attempts, ready slots and positions of its items) and
 //!     closure links (one row per finish call and batch: the items it
@@ -21,12 +23,13 @@
 //!   closes items with one link per batch it touches; an item is open iff
 //!   its batch exists and no link of the batch lists it, so a batch can be
 //!   partially closed for any length of time. A success writes one done
-//!   batch per body slot touched; fail / cancel write a done entry per job
-//!   in its body's slot; every terminal state writes a count delta per
-//!   (call, slot, state). Retry (and rescue, of all open attempts or of
-//!   one) defer the job, `Promote` appends it again to the current queue
-//!   slot. Cancel of a waiting job tombstones it; cancel of a deferred one
-//!   writes its done entry in the current slot.
+//!   batch per body slot touched; fail / cancel write a kept failure per
+//!   job; every terminal state writes a count delta per (call, slot,
+//!   state) in its body's slot. Retry (and rescue, of all open attempts or
+//!   of one) defer the job, `Promote` appends it again to the current
+//!   queue slot. Cancel of a waiting job tombstones it and keeps its
+//!   failure; cancel of a deferred one keeps its failure and writes its
+//!   count delta in the current slot.
 //! * The ring ledger (append-only, current slot = newest generation),
 //!   rotation and the two-phase prune with the rules of
 //!   `fn_ring_rotate.sql` / `fn_ring_prune.sql`, including the retirement

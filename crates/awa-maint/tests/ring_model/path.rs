@@ -175,9 +175,9 @@ impl Model {
     /// a parked row (this call deletes it); a pair named twice is finished
     /// once, the first wins. One link per batch touched, listing the items
     /// closed; one done batch per body slot for the successes of open
-    /// items; a done entry per job for the other terminal facts and for
-    /// parked attempts (in the current queue slot); one count delta per
-    /// (slot, state).
+    /// items; a done entry (in the current queue slot) for the success of
+    /// a parked attempt; a kept failure (outside the rings) per failed or
+    /// cancelled job; one count delta per (slot, state).
     fn finish_call(&mut self, calls: &[(Token, How)]) -> Vec<Option<State>> {
         let now = self.tick();
         let faults = self.faults;
@@ -244,8 +244,15 @@ impl Model {
             if next == State::Completed && src == Source::Item {
                 done_batches.entry(hist_slot).or_default().push(key);
                 *deltas.entry((hist_slot, next)).or_default() += 1;
-            } else if next.is_terminal() {
+            } else if next == State::Completed {
                 self.store.slot_mut(Ring::Queue, hist_slot).done.push(Done {
+                    job: t.job,
+                    run_lease: t.run_lease,
+                    state: next,
+                });
+                *deltas.entry((hist_slot, next)).or_default() += 1;
+            } else if next.is_terminal() {
+                self.store.failures.push(Done {
                     job: t.job,
                     run_lease: t.run_lease,
                     state: next,
@@ -347,13 +354,13 @@ impl Model {
                     .max_by_key(|(_, e)| e.lane_seq)
                     .map(|(s, e)| (s, e.clone()))
                     .expect("an available job has an entry");
-                let slot_rows = self.store.slot_mut(Ring::Queue, slot);
-                slot_rows.tombstones.push((id, e.lane_seq));
-                slot_rows.done.push(Done {
+                self.store.failures.push(Done {
                     job: id,
                     run_lease: e.run_lease,
                     state: State::Cancelled,
                 });
+                let slot_rows = self.store.slot_mut(Ring::Queue, slot);
+                slot_rows.tombstones.push((id, e.lane_seq));
                 slot_rows.deltas.push(Delta {
                     state: State::Cancelled,
                     n: 1,
@@ -365,12 +372,12 @@ impl Model {
                 let pos = self.store.deferred.iter().position(|d| d.job == id)?;
                 let d = self.store.deferred.remove(pos);
                 let slot = self.current(Ring::Queue);
-                let slot_rows = self.store.slot_mut(Ring::Queue, slot);
-                slot_rows.done.push(Done {
+                self.store.failures.push(Done {
                     job: id,
                     run_lease: d.run_lease,
                     state: State::Cancelled,
                 });
+                let slot_rows = self.store.slot_mut(Ring::Queue, slot);
                 slot_rows.deltas.push(Delta {
                     state: State::Cancelled,
                     n: 1,

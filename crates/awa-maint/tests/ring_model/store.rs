@@ -16,7 +16,9 @@ pub(super) struct Entry {
     pub(super) relocated: bool,
 }
 
-/// A `done_entries` row: one terminal fact.
+/// A `done_entries` row (one terminal fact in a queue slot: a completion
+/// of a parked attempt) or a `failure_entries` row (a failed or cancelled
+/// job, kept outside the rings for the failure retention: ADR 11).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) struct Done {
     pub(super) job: i64,
@@ -201,6 +203,9 @@ pub(super) struct Store {
     pub(super) retired: [Option<Retirement>; 3],
     pub(super) deferred: Vec<Deferred>,
     pub(super) parked: Vec<Parked>,
+    /// `failure_entries`: outside the rings, never retired or truncated
+    /// (the failure retention, days by default, is not modelled).
+    pub(super) failures: Vec<Done>,
     pub(super) lane_head: i64,
     pub(super) rollups: BTreeMap<State, i64>,
 }
@@ -212,6 +217,7 @@ impl Store {
             retired: [None; 3],
             deferred: Vec::new(),
             parked: Vec::new(),
+            failures: Vec::new(),
             lane_head: 0,
             rollups: BTreeMap::new(),
         }
@@ -370,6 +376,7 @@ impl Store {
         }
         out.extend(self.parked.iter().map(|p| (p.job, State::Running)));
         out.extend(self.deferred.iter().map(|d| (d.job, State::Retryable)));
+        out.extend(self.failures.iter().map(|d| (d.job, d.state)));
         out.sort();
         out
     }

@@ -152,6 +152,12 @@ pub(super) async fn fresh_db() -> Result<awa_harness::TestDb, String> {
     awa_maint::substrate::prepare(&mut conn, &shape, false)
         .await
         .map_err(err)?;
+    // The model keeps no history: a sealed slot may be retired at once
+    // (prune is given the shortest rotate interval it accepts).
+    sqlx::query("UPDATE prop.substrate_info SET history_retention = interval '0'")
+        .execute(&mut conn)
+        .await
+        .map_err(err)?;
     sqlx::query("INSERT INTO prop.lane_heads (queue, priority, shard) VALUES ($1, 2, 0)")
         .bind(QUEUE)
         .execute(&mut conn)

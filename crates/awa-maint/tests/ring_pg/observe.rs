@@ -177,6 +177,21 @@ impl Pg {
                 .map(|r| (r.get("job_id"), r.get("run_lease")))
                 .collect();
         parked.sort();
-        same("parked attempts", m.parked_attempts(), parked)
+        same("parked attempts", m.parked_attempts(), parked)?;
+        let mut failures: Vec<(i64, i64, String)> =
+            sqlx::query("SELECT job_id, run_lease, state FROM prop.failure_entries")
+                .fetch_all(&mut *conn)
+                .await
+                .map_err(err)?
+                .iter()
+                .map(|r| (r.get("job_id"), r.get("run_lease"), r.get("state")))
+                .collect();
+        failures.sort();
+        let want: Vec<(i64, i64, String)> = m
+            .failures()
+            .into_iter()
+            .map(|(j, l, s)| (j, l, s.to_string()))
+            .collect();
+        same("kept failures", want, failures)
     }
 }

@@ -27,7 +27,7 @@ from . import _awa
 from ._awa import AwaError, ValidationError
 from ._client import Client, cli
 from ._enqueue import Enqueued, WithOptions, enqueue, enqueue_many
-from ._jobs import JobSpec, RawJob, job
+from ._jobs import JobSpec, RawJob, Unique, job
 from ._outcomes import Cancel, Complete, Fail, Outcome, Retry, RetryAfter, Snooze
 from ._worker import Context, ExponentialBackoff, FixedBackoff, Worker
 
@@ -56,6 +56,7 @@ __all__ = [
     "Retry",
     "RetryAfter",
     "Snooze",
+    "Unique",
     "ValidationError",
     "WithOptions",
     "Worker",

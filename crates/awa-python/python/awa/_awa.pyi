@@ -20,6 +20,13 @@ def validate_job(
     unique_key: str | None = None,
     metadata_json: str | None = None,
 ) -> None: ...
+def unique_spec(
+    by_queue: bool,
+    by_args: bool,
+    fields: list[str],
+    period_secs: float | None = None,
+    states: list[str] | None = None,
+) -> str: ...
 
 class NativeContext:
     @property
@@ -41,6 +48,8 @@ class NativeContext:
     @property
     def metadata_json(self) -> str | None: ...
     def is_cancelled(self) -> bool: ...
+    def wait_cancelled(self, timeout: float | None = None) -> bool: ...
+    def on_cancelled(self, callback: Any) -> None: ...
     def is_shutting_down(self) -> bool: ...
     def heartbeat(
         self,
@@ -61,6 +70,7 @@ class NativeWorker:
         claim_batch: int | None = None,
         poll_interval: float | None = None,
         max_connections: int = 10,
+        cancel_grace: float | None = None,
     ) -> None: ...
     def register(
         self,
@@ -80,3 +90,13 @@ class NativeClient:
     def dlq_list_json(self, queue: str | None = None, limit: int = 100) -> str: ...
     def dlq_retry_json(self, id: int | None = None, queue: str | None = None) -> str: ...
     def cancel(self, id: int) -> str | None: ...
+    def retry_json(self, id: int) -> str | None: ...
+    def bulk_json(
+        self,
+        action: str,
+        queue: str,
+        state: str | None = None,
+        kind: str | None = None,
+        args_contains_json: str | None = None,
+        dry_run: bool = False,
+    ) -> str: ...

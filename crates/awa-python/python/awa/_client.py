@@ -1,5 +1,6 @@
-"""`awa.Client`: one database's admin reads (job by id, queue stats, the
-dead-letter queue), workers, and the typed-job decorator."""
+"""`awa.Client`: one database's admin reads (job by id with its attempts,
+queue stats, the dead-letter queue), actions (cancel and retry, one job or
+by selection), workers, and the typed-job decorator."""
 
 from __future__ import annotations
 
@@ -57,7 +58,14 @@ class Client:
     enqueue_many = staticmethod(enqueue_many)
 
     def get_job(self, job_id: int) -> dict[str, Any] | None:
-        """One job (any state, from every plane) or None when unknown."""
+        """One job (any state, from every plane) or None when unknown.
+
+        ``"attempts"`` lists every recorded attempt, oldest first: its
+        ``attempt`` number, ``started_at``, ``ended_at``, ``outcome``
+        (running, completed, retried, rescued, snoozed, released, failed,
+        cancelled, dead_lettered), ``error`` and ``runtime`` (``id``,
+        ``host``, ``pid``). A running job's ``"holder"`` names the runtime
+        that holds it and its ``heartbeat_age_secs``."""
         text = self._admin().job_json(int(job_id))
         return None if text is None else json.loads(text)
 
@@ -79,6 +87,57 @@ class Client:
         """Cancel a job wherever it is; the state it was cancelled from,
         or None when unknown or already finished."""
         return self._admin().cancel(int(job_id))
+
+    def retry(self, job_id: int) -> dict[str, Any] | None:
+        """Put a failed or cancelled job back as fresh work (same id, its
+        attempts start again, its history is kept), whether or not its
+        queue dead-letters: ``{"matched", "retried", "kept", "dry_run"}``
+        (``kept``: a newer unfinished job holds its unique key), or None
+        when no failure of that job is kept."""
+        text = self._admin().retry_json(int(job_id))
+        return None if text is None else json.loads(text)
+
+    def retry_jobs(
+        self,
+        queue: str,
+        state: str,
+        *,
+        kind: str | None = None,
+        args_contains: Mapping[str, Any] | list[Any] | None = None,
+        dry_run: bool = False,
+    ) -> dict[str, Any]:
+        """Put back every ``failed`` or ``cancelled`` (``state``) job of
+        ``queue``, optionally only of ``kind`` and whose args contain
+        ``args_contains`` (jsonb containment). With ``dry_run`` only
+        ``matched`` is filled in and nothing changes."""
+        return json.loads(
+            self._admin().bulk_json(
+                "retry", queue, state, kind, _json_or_none(args_contains), dry_run
+            )
+        )
+
+    def cancel_jobs(
+        self,
+        queue: str,
+        state: str | None = None,
+        *,
+        kind: str | None = None,
+        args_contains: Mapping[str, Any] | list[Any] | None = None,
+        dry_run: bool = False,
+    ) -> dict[str, Any]:
+        """Cancel every unfinished job of ``queue`` (or only those in
+        ``state``), optionally only of ``kind`` and whose args contain
+        ``args_contains``: ``{"matched", "cancelled": [{"id",
+        "cancelled_from"}], "dry_run"}``."""
+        return json.loads(
+            self._admin().bulk_json(
+                "cancel", queue, state, kind, _json_or_none(args_contains), dry_run
+            )
+        )
+
+
+def _json_or_none(value: Any) -> str | None:
+    return None if value is None else json.dumps(value)
 
 
 def cli(args: Iterable[str]) -> int:

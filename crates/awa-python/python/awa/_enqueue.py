@@ -16,17 +16,18 @@ from datetime import datetime, timedelta
 from typing import Any, Iterable, Mapping, NamedTuple, Sequence
 
 from . import _awa
-from ._jobs import args_of, run_at_text, spec_of, to_json
+from ._jobs import Unique, args_of, run_at_text, spec_of, to_json
 
 
 class Enqueued(NamedTuple):
     """What one enqueue did."""
 
     id: int
-    """The new job's id, or, when its unique key was taken, the id of the
-    unfinished job holding the key."""
+    """The new job's id, or, when its unique key was taken (or the job is a
+    duplicate by its awa.Unique spec), the id of the job holding it."""
     inserted: bool
-    """False when the unique key was already held (nothing was inserted)."""
+    """False when the unique key was already held or the job is a
+    duplicate (nothing was inserted)."""
     scheduled: bool
     """True when the job waits for its run_at."""
 
@@ -46,6 +47,7 @@ class WithOptions:
         max_attempts: int | None = None,
         unique_key: str | None = None,
         metadata: Mapping[str, Any] | None = None,
+        unique: Unique | None = None,
     ) -> None:
         self.job = job
         self.options = dict(
@@ -55,6 +57,7 @@ class WithOptions:
             max_attempts=max_attempts,
             unique_key=unique_key,
             metadata=metadata,
+            unique=unique,
         )
 
 
@@ -82,6 +85,10 @@ def _row(job: Any, options: Mapping[str, Any]) -> tuple[Any, ...]:
         )
     metadata_json = None if metadata is None else to_json("job metadata", dict(metadata))
     unique_key = options.get("unique_key")
+    unique = options.get("unique")
+    unique = spec.unique if unique is None else unique
+    if unique is not None and not isinstance(unique, Unique):
+        raise _awa.ValidationError(f"unique must be an awa.Unique(...), not {unique!r}")
     for name, value, kind in (
         ("priority", priority, int),
         ("max_attempts", max_attempts, (int, type(None))),
@@ -99,13 +106,24 @@ def _row(job: Any, options: Mapping[str, Any]) -> tuple[Any, ...]:
         None if max_attempts is None else str(max_attempts),
         unique_key,
         metadata_json,
+        None if unique is None else unique.to_json(),
     )
 
 
-def params(items: Iterable[Any], options: Mapping[str, Any]) -> dict[str, list[Any]]:
+def params(items: Iterable[Any], options: Mapping[str, Any]) -> dict[str, Any]:
     """The statement's parameters for `items` (jobs or WithOptions)."""
-    names = ("queues", "kinds", "args", "priorities", "run_at", "max_attempts", "unique_keys", "metadata")
-    columns: dict[str, list[Any]] = {n: [] for n in names}
+    names = (
+        "queues",
+        "kinds",
+        "args",
+        "priorities",
+        "run_at",
+        "max_attempts",
+        "unique_keys",
+        "metadata",
+        "unique",
+    )
+    columns: dict[str, Any] = {n: [] for n in names}
     for item in items:
         if isinstance(item, WithOptions):
             merged = {**options, **{k: v for k, v in item.options.items() if v is not None}}
@@ -114,6 +132,9 @@ def params(items: Iterable[Any], options: Mapping[str, Any]) -> dict[str, list[A
             row = _row(item, options)
         for name, value in zip(names, row):
             columns[name].append(value)
+    # No key spec at all: NULL, the SQL's cheapest test.
+    if all(u is None for u in columns["unique"]):
+        columns["unique"] = None
     return columns
 
 
@@ -138,7 +159,7 @@ def enqueue_many(conn: Any, jobs: Iterable[Any], **options: Any) -> Any:
     """Enqueue `jobs` (typed jobs, RawJob or WithOptions) in one round
     trip on `conn`: a psycopg 3 connection or cursor, or a SQLAlchemy
     session or connection. `options` (queue, priority, run_at,
-    max_attempts, unique_key, metadata) apply to every job unless a
+    max_attempts, unique_key, metadata, unique) apply to every job unless a
     WithOptions says otherwise. Returns one Enqueued per job, in order;
     on an async connection or session, an awaitable of that list.
 
@@ -176,9 +197,11 @@ def enqueue(
     max_attempts: int | None = None,
     unique_key: str | None = None,
     metadata: Mapping[str, Any] | None = None,
+    unique: Unique | None = None,
 ) -> Any:
     """Enqueue one job on `conn` (see `enqueue_many`); returns its
-    Enqueued (an awaitable of it on an async connection)."""
+    Enqueued (an awaitable of it on an async connection). `unique` (an
+    awa.Unique) overrides the job class's."""
     result = enqueue_many(
         conn,
         [job],
@@ -188,6 +211,7 @@ def enqueue(
         max_attempts=max_attempts,
         unique_key=unique_key,
         metadata=metadata,
+        unique=unique,
     )
     if inspect.isawaitable(result):
         return _first(result)

@@ -6,9 +6,9 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
-from typing import Any, Callable, Mapping, TypeVar, overload
+from typing import Any, Callable, Iterable, Mapping, TypeVar, overload
 
 from . import _awa
 from ._awa import ValidationError
@@ -16,7 +16,75 @@ from ._awa import ValidationError
 T = TypeVar("T")
 
 DEFAULT_QUEUE = "default"
-DEFAULT_PRIORITY = 2
+# Priority 1 runs first, 4 last; the default is the Rust client's (3).
+DEFAULT_PRIORITY: int = _awa.DEFAULT_PRIORITY
+
+
+@dataclass(frozen=True)
+class Unique:
+    """Uniqueness said the way you think: a job is unique by its kind plus
+    any of its queue (``by_queue``), its whole args (``by_args``) or named
+    top-level fields of its args (``fields``), optionally once per window
+    of ``period`` (seconds or a timedelta; windows aligned to the Unix
+    epoch, by the enqueueing transaction's start), and optionally still
+    after it finished in ``states`` ("completed", "failed" - also
+    dead-lettered -, "cancelled") until its window ends. Default states:
+    ("completed",) with a period, none without. Unfinished jobs always
+    hold their key. A duplicate enqueue inserts nothing and returns the
+    existing job's id with ``inserted=False``::
+
+        @awa.job(unique=awa.Unique(by_args=True, period=600))  # one per args per 10 min
+        @dataclass
+        class Refresh:
+            account: int
+
+    The key is derived in the database (``awa.enqueue``), the same way
+    for the Rust client and raw SQL. Raises ``awa.ValidationError`` at
+    once for a bad spec.
+    """
+
+    by_args: bool = False
+    by_queue: bool = False
+    fields: tuple[str, ...] = ()
+    period: float | timedelta | None = None
+    states: tuple[str, ...] | None = None
+    _json: str = field(init=False, repr=False, compare=False, default="")
+
+    def __post_init__(self) -> None:
+        for name in ("by_args", "by_queue"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValidationError(f"Unique.{name} must be True or False")
+        fields = _names("fields", self.fields)
+        states = None if self.states is None else _names("states", self.states)
+        period = self.period
+        if isinstance(period, timedelta):
+            secs: float | None = period.total_seconds()
+        elif period is None:
+            secs = None
+        elif isinstance(period, (int, float)) and not isinstance(period, bool):
+            secs = float(period)
+        else:
+            raise ValidationError(
+                f"Unique.period must be seconds or a timedelta, not {type(period).__name__}"
+            )
+        object.__setattr__(self, "fields", fields)
+        object.__setattr__(self, "states", states)
+        spec = _awa.unique_spec(self.by_queue, self.by_args, list(fields), secs, _list(states))
+        object.__setattr__(self, "_json", spec)
+
+    def to_json(self) -> str:
+        """The spec as ``awa.enqueue`` takes it (docs/sql-producer.md)."""
+        return self._json
+
+
+def _names(what: str, value: Iterable[str]) -> tuple[str, ...]:
+    if isinstance(value, str) or not all(isinstance(v, str) for v in value):
+        raise ValidationError(f"Unique.{what} must be a list of names, e.g. ('tenant',)")
+    return tuple(value)
+
+
+def _list(value: tuple[str, ...] | None) -> list[str] | None:
+    return None if value is None else list(value)
 
 
 @dataclass(frozen=True)
@@ -27,6 +95,7 @@ class JobSpec:
     queue: str = DEFAULT_QUEUE
     priority: int = DEFAULT_PRIORITY
     max_attempts: int | None = None
+    unique: Unique | None = None
 
 
 def _snake(name: str) -> str:
@@ -39,6 +108,10 @@ def _is_pydantic(cls: type) -> bool:
 
 def _check_spec(spec: JobSpec) -> None:
     _awa.validate_job(spec.queue, spec.kind, "{}", spec.priority, spec.max_attempts)
+    if spec.unique is not None and not isinstance(spec.unique, Unique):
+        raise ValidationError(
+            f"unique must be an awa.Unique(...), not {type(spec.unique).__name__}"
+        )
 
 
 @overload
@@ -50,6 +123,7 @@ def job(
     queue: str = DEFAULT_QUEUE,
     priority: int = DEFAULT_PRIORITY,
     max_attempts: int | None = None,
+    unique: Unique | None = None,
 ) -> Callable[[type[T]], type[T]]: ...
 def job(
     kind: Any = None,
@@ -57,9 +131,11 @@ def job(
     queue: str = DEFAULT_QUEUE,
     priority: int = DEFAULT_PRIORITY,
     max_attempts: int | None = None,
+    unique: Unique | None = None,
 ) -> Any:
     """Map a dataclass or pydantic model to a job kind, with its default
-    queue, priority and max attempts (each can be overridden per enqueue).
+    queue, priority (1 runs first, 4 last; default 3), max attempts and
+    uniqueness (an `awa.Unique`; each can be overridden per enqueue).
 
     The kind defaults to the class name in snake case. Used bare
     (``@awa.job``) or called (``@awa.job("send_email", queue="email")``).
@@ -73,7 +149,7 @@ def job(
                 f"@awa.job needs a dataclass or a pydantic model, not {cls.__name__}; "
                 "add @dataclasses.dataclass under it, or derive from pydantic.BaseModel"
             )
-        spec = JobSpec(kind or _snake(cls.__name__), queue, priority, max_attempts)
+        spec = JobSpec(kind or _snake(cls.__name__), queue, priority, max_attempts, unique)
         _check_spec(spec)
         setattr(cls, "__awa_job__", spec)
         return cls
@@ -82,7 +158,7 @@ def job(
         cls, kind = kind, None
         return decorate(cls)
     # Refuse bad options where they are written, not at the class.
-    _check_spec(JobSpec(kind or "placeholder", queue, priority, max_attempts))
+    _check_spec(JobSpec(kind or "placeholder", queue, priority, max_attempts, unique))
     return decorate
 
 
@@ -99,8 +175,9 @@ class RawJob:
         queue: str = DEFAULT_QUEUE,
         priority: int = DEFAULT_PRIORITY,
         max_attempts: int | None = None,
+        unique: Unique | None = None,
     ) -> None:
-        self.spec = JobSpec(kind, queue, priority, max_attempts)
+        self.spec = JobSpec(kind, queue, priority, max_attempts, unique)
         self.args = dict(args or {})
 
     def __repr__(self) -> str:

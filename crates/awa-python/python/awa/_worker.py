@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import json
+import queue
 import signal
 import threading
 from dataclasses import dataclass
@@ -99,8 +100,30 @@ class Context:
         return self._native.save_checkpoint(json.dumps(value))
 
     def is_cancelled(self) -> bool:
-        """True once a heartbeat learnt the attempt was cancelled."""
+        """True once the attempt was cancelled (by an operator, or rescued
+        by maintenance): the worker learns it at once. Stop: the handler is
+        given up `cancel_grace` seconds later and its result ignored."""
         return self._native.is_cancelled()
+
+    def wait_cancelled(self, timeout: float | None = None) -> bool:
+        """Block until the attempt is cancelled or `timeout` seconds pass
+        (None: no limit); whether it was cancelled. For sync handlers: an
+        interruptible sleep."""
+        return self._native.wait_cancelled(timeout)
+
+    async def cancelled(self) -> None:
+        """Return once the attempt is cancelled (never, if it is not).
+        An async handler's task is cancelled anyway `cancel_grace` seconds
+        after the cancel; this lets it stop sooner, or clean up."""
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[None] = loop.create_future()
+
+        def settle() -> None:
+            if not fut.done():
+                fut.set_result(None)
+
+        self._native.on_cancelled(lambda: loop.call_soon_threadsafe(settle))
+        await fut
 
     def is_shutting_down(self) -> bool:
         """True once the worker is shutting down: wrap up."""
@@ -127,10 +150,48 @@ def _takes_context(handler: Callable[..., Any]) -> bool:
     return len(positional) >= 2 or any(p.kind == p.VAR_POSITIONAL for p in params)
 
 
+class _SyncPool:
+    """Daemon threads for sync handlers, started as needed and kept for
+    the next job. Daemon Python threads, not Rust ones: a handler that
+    never returns (given up at the cancel or shutdown grace) cannot keep
+    the process from exiting, and the interpreter ends it at exit as it
+    ends any daemon thread."""
+
+    def __init__(self) -> None:
+        self._calls: queue.SimpleQueue[Callable[[], None]] = queue.SimpleQueue()
+        self._idle = 0
+        self._lock = threading.Lock()
+
+    def submit(self, call: Callable[[], None]) -> None:
+        with self._lock:
+            start = self._idle == 0
+            if not start:
+                self._idle -= 1
+        self._calls.put(call)
+        if start:
+            threading.Thread(target=self._serve, name="awa-handler", daemon=True).start()
+
+    def _serve(self) -> None:
+        while True:
+            call = self._calls.get()
+            try:
+                call()
+            except BaseException:  # invoke never raises; keep the thread anyway
+                pass
+            del call
+            with self._lock:
+                self._idle += 1
+
+
+_SYNC_POOL = _SyncPool()
+
+
 class _Kind:
     """One registered kind: decodes args, calls the handler, maps the
-    result. Its invoke methods never raise (the Rust side expects an
-    outcome tuple, or a future of one)."""
+    result. `invoke(native, done)` never raises and returns at once: the
+    outcome tuple reaches `done.set` (sync handlers, on `_SYNC_POOL`) or
+    `done` as the done-callback of the returned future (async handlers,
+    on the worker's loop)."""
 
     def __init__(self, job_type: type | None, handler: Callable[..., Any]) -> None:
         self.job_type = job_type
@@ -150,7 +211,10 @@ class _Kind:
                 return None, ("fail", None, f"the args of job kind {ctx.kind!r} do not match {name}: {e}")
         return ((job, ctx) if self.with_context else (job,)), None
 
-    def invoke(self, native: _awa.NativeContext) -> tuple[str, float | None, str | None]:
+    def invoke(self, native: _awa.NativeContext, done: Any) -> None:
+        _SYNC_POOL.submit(lambda: done.set(self._call(native)))
+
+    def _call(self, native: _awa.NativeContext) -> tuple[str, float | None, str | None]:
         call, failed = self._prepare(native)
         if call is None:
             return failed
@@ -159,9 +223,11 @@ class _Kind:
         except BaseException as e:
             return from_exception(e)
 
-    def invoke_async(self, native: _awa.NativeContext) -> Any:
+    def invoke_async(self, native: _awa.NativeContext, done: Any) -> Any:
         assert self.loop is not None, "async handlers need the worker's loop"
-        return asyncio.run_coroutine_threadsafe(self._run(native), self.loop)
+        future = asyncio.run_coroutine_threadsafe(self._run(native), self.loop)
+        future.add_done_callback(done)
+        return future
 
     async def _run(self, native: _awa.NativeContext) -> tuple[str, float | None, str | None]:
         call, failed = self._prepare(native)
@@ -173,6 +239,10 @@ class _Kind:
             return from_exception(e)
 
 
+# How long `Worker.run` waits for its asyncio loop to stop.
+_LOOP_STOP_WAIT = 5.0
+
+
 class Worker:
     """Serve queues with Python handlers on the Rust runtime.
 
@@ -181,7 +251,12 @@ class Worker:
     `run()` blocks until SIGINT / SIGTERM (when called on the main thread)
     or `stop()`, then shuts down gracefully: no new claims, in-flight
     handlers get `shutdown_grace` seconds, unfinished ones are released
-    to run again. A maintenance-leader candidate runs unless
+    to run again. A handler whose job is cancelled while it runs learns
+    it at once (`ctx.is_cancelled()`, `ctx.wait_cancelled()`, `await
+    ctx.cancelled()`) and is given up `cancel_grace` seconds later
+    (default 5): an async handler's task is cancelled, a sync handler
+    (which cannot be stopped) is abandoned, its result ignored; either
+    way its slot is freed. A maintenance-leader candidate runs unless
     `maintenance=False` (then some other process must run one, or
     retries, scheduled jobs and rescues stop).
     """
@@ -196,6 +271,7 @@ class Worker:
         claim_batch: int | None = None,
         poll_interval: float | None = None,
         max_connections: int = 10,
+        cancel_grace: float | None = None,
     ) -> None:
         if not queues:
             raise _awa.ValidationError("a worker needs at least one queue: queues={'name': concurrency}")
@@ -207,6 +283,7 @@ class Worker:
             claim_batch,
             poll_interval,
             max_connections,
+            None if cancel_grace is None else float(cancel_grace),
         )
         self._kinds: list[_Kind] = []
 
@@ -264,8 +341,12 @@ class Worker:
                 signal.signal(sig, handler)
             if loop is not None and thread is not None:
                 loop.call_soon_threadsafe(loop.stop)
-                thread.join()
-                loop.close()
+                # A handler that never yields (given up at the shutdown
+                # grace) keeps the loop busy: leave it to the interpreter's
+                # exit, as any daemon thread, rather than wait for ever.
+                thread.join(timeout=_LOOP_STOP_WAIT)
+                if not thread.is_alive():
+                    loop.close()
 
     async def run_async(self) -> dict[str, int]:
         """`run()` from async code: async handlers run on the calling

@@ -1,25 +1,40 @@
 //! `cargo xtask demo`: enqueue a lot of no-op jobs, run them with in-process
-//! workers, and check that every one completed exactly once.
+//! workers, and check that every one completed exactly once; then measure
+//! the pickup latency of an idle queue. With `--serve`, keep a small
+//! realistic system running (`live.rs`) and serve the dashboard on it.
+
+mod live;
 
 use crate::BoxError;
 use crate::fleet::{self, Fleet, FleetConfig};
-use crate::latency::LatencyRecorder;
+use crate::latency::{LatencyRecorder, Percentiles};
 use awa_core::{NewJob, QueueName};
 use awa_harness::{PgServer, ServerKind};
 use awa_history::{HistoryPlane, PgHistoryPlane};
 use awa_ready::{PgReadyPlane, ReadyPlane};
 use indicatif::{ProgressBar, ProgressStyle};
+use std::net::SocketAddr;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 const QUEUE: &str = "demo";
+/// Jobs enqueued one at a time into the idle queue after the backlog.
+const IDLE_JOBS: usize = 100;
 const BATCH: usize = 5_000;
 const WORKERS: usize = 2;
 const CONCURRENCY: usize = 64;
 /// Give up when no job completes for this long.
 const STALL: Duration = Duration::from_secs(60);
 
-pub async fn run(jobs: usize, serve: bool) -> Result<ExitCode, BoxError> {
+/// Where `--serve` listens unless `--listen` says otherwise.
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:8088";
+
+pub async fn run(jobs: usize, serve: Option<SocketAddr>) -> Result<ExitCode, BoxError> {
+    // Listen first: a busy address is an error now, not after the run.
+    let listener = match serve {
+        Some(addr) => Some(listen(addr).await?),
+        None => None,
+    };
     let server = PgServer::shared().await?;
     let url = server.url().to_string();
     if server.kind() != ServerKind::External {
@@ -92,6 +107,14 @@ pub async fn run(jobs: usize, serve: bool) -> Result<ExitCode, BoxError> {
     if let Some(p) = producer {
         p.abort();
     }
+    let lat = latency.percentiles();
+    // The same workers, now idle: one job at a time, each waited for, so
+    // every pickup is a wake-up on an empty queue (LISTEN/NOTIFY).
+    let idle = if stalled {
+        None
+    } else {
+        Some(idle_pickup(&pool, &queue, &fleet, &latency).await?)
+    };
     let totals = fleet.stop().await?;
 
     let distinct: i64 = sqlx::query_scalar(
@@ -105,23 +128,32 @@ pub async fn run(jobs: usize, serve: bool) -> Result<ExitCode, BoxError> {
     let completed_after = completed_in_stats(&history, &pool, &queue).await?;
     pool.close().await;
 
-    let lat = latency.percentiles();
     let enqueued = ids.len() as i64;
+    let idle_ran = idle.map_or(0, |p| p.count as i64);
     println!();
     println!("jobs enqueued        {enqueued}");
+    // The backlog's completions only: the idle jobs came after `elapsed`.
+    let backlog_done = totals.completed.saturating_sub(idle_ran as u64);
     println!(
-        "jobs completed       {} in {:.2} s: {:.0} jobs/s (first enqueue to last completion)",
-        totals.completed,
+        "jobs completed       {backlog_done} in {:.2} s: {:.0} jobs/s (first enqueue to last completion)",
         elapsed.as_secs_f64(),
-        totals.completed as f64 / elapsed.as_secs_f64()
+        backlog_done as f64 / elapsed.as_secs_f64()
     );
     println!(
-        "pickup latency       p50 {:.1} ms, p95 {:.1} ms, p99 {:.1} ms, max {:.1} ms \
-         (ready_at -> handler start; includes waiting behind the backlog)",
+        "pickup latency       behind the backlog: p50 {:.1} ms, p95 {:.1} ms, p99 {:.1} ms, \
+         max {:.1} ms (ready_at -> handler start, waiting behind up to {enqueued} jobs)",
         lat.p50, lat.p95, lat.p99, lat.max
     );
+    if let Some(idle) = idle {
+        println!(
+            "                     idle: p50 {:.1} ms, p95 {:.1} ms, p99 {:.1} ms, max {:.1} ms \
+             ({} jobs one at a time into the idle queue: the wake-up a lone job waits for)",
+            idle.p50, idle.p95, idle.p99, idle.max, idle.count
+        );
+    }
     println!(
-        "distinct completed   {distinct} in awa.terminal_jobs; queue_stats completed +{}",
+        "distinct completed   {distinct} of the backlog in awa.terminal_jobs; queue_stats \
+         completed +{} (the {idle_ran} idle jobs included)",
         completed_after - completed_before
     );
     if totals.rejected > 0 {
@@ -129,12 +161,13 @@ pub async fn run(jobs: usize, serve: bool) -> Result<ExitCode, BoxError> {
     }
     let ok = !stalled
         && distinct == enqueued
-        && completed_after - completed_before == enqueued
-        && lat.count == enqueued as u64;
+        && completed_after - completed_before == enqueued + idle_ran
+        && lat.count == enqueued as u64
+        && idle_ran == IDLE_JOBS as i64;
     if ok {
         println!("completed == enqueued: yes, every job ran exactly once");
-        if serve {
-            serve_demo(&url).await?;
+        if let Some(listener) = listener {
+            serve_demo(&url, listener).await?;
         }
         Ok(ExitCode::SUCCESS)
     } else {
@@ -142,8 +175,8 @@ pub async fn run(jobs: usize, serve: bool) -> Result<ExitCode, BoxError> {
             println!("no job completed for {}s; gave up", STALL.as_secs());
         }
         println!(
-            "completed == enqueued: NO (enqueued {enqueued}, distinct completed {distinct}, \
-             queue_stats +{}, handler runs {})",
+            "completed == enqueued: NO (enqueued {enqueued} + {IDLE_JOBS} idle, distinct \
+             completed {distinct}, queue_stats +{}, handler runs {} + {idle_ran} idle)",
             completed_after - completed_before,
             lat.count
         );
@@ -186,20 +219,72 @@ async fn completed_in_stats(
         .unwrap_or(0))
 }
 
-/// `--serve`: the admin API, dashboard and /metrics of `awa serve` on the
-/// demo database (in process, so a throwaway cluster stays up with it)
+/// Enqueue [`IDLE_JOBS`] jobs one at a time, each after the previous one
+/// completed and a short rest, and return the pickup latency of those jobs
+/// alone (the recorder keeps the backlog's samples before them).
+async fn idle_pickup(
+    pool: &sqlx::PgPool,
+    queue: &QueueName,
+    fleet: &Fleet,
+    latency: &LatencyRecorder,
+) -> Result<Percentiles, BoxError> {
+    let plane = PgReadyPlane::new(fleet::schema());
+    let first = latency.len();
+    for i in 0..IDLE_JOBS {
+        // Let the workers go back to waiting for a notification.
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        let before = fleet.completed();
+        let mut conn = pool.acquire().await?;
+        plane
+            .enqueue(
+                &mut conn,
+                &[NewJob::new(
+                    queue.clone(),
+                    "noop",
+                    serde_json::json!({ "idle": i }),
+                )],
+            )
+            .await?;
+        drop(conn);
+        let deadline = Instant::now() + STALL;
+        while fleet.completed() == before {
+            if Instant::now() > deadline {
+                return Err(
+                    format!("idle job {i} did not complete within {}s", STALL.as_secs()).into(),
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+    }
+    Ok(latency.percentiles_since(first))
+}
+
+async fn listen(addr: SocketAddr) -> Result<tokio::net::TcpListener, BoxError> {
+    awa_admin::bind(addr).await.map_err(|e| {
+        format!(
+            "cannot listen on {addr} for --serve: {e}; is another server using it? \
+             pick another address with --listen ADDR (port 0 picks a free one)"
+        )
+        .into()
+    })
+}
+
+/// `--serve`: a small realistic system (`live.rs`) keeps running on the
+/// demo database while the admin API, dashboard and /metrics of `awa serve`
+/// are served on it (in process, so a throwaway cluster stays up with it),
 /// until Ctrl-C. AWA_ADMIN_TOKEN enables actions, as for `awa serve`.
-async fn serve_demo(url: &str) -> Result<(), BoxError> {
-    let pool = fleet::pool(url, 8).await?;
+async fn serve_demo(url: &str, listener: tokio::net::TcpListener) -> Result<(), BoxError> {
+    let pool = fleet::pool(url, 16).await?;
+    let live = live::start(&pool).await?;
     let mut config = awa_admin::AdminConfig::new(fleet::schema());
     config.token = match std::env::var("AWA_ADMIN_TOKEN") {
         Ok(t) if !t.is_empty() => Some(awa_admin::Token::new(&t)?),
         _ => None,
     };
     let metrics = awa_admin::metrics::Metrics::install()?;
-    let listener = awa_admin::bind("127.0.0.1:8088".parse()?).await?;
     println!(
-        "serving the demo data at http://{}/ ({}); Ctrl-C stops",
+        "serving the demo data at http://{}/ ({}); queues email, images, webhooks, payments, \
+         reports and exports keep working (failures, retries, dead letters, cron); Ctrl-C stops",
         listener.local_addr()?,
         if config.token.is_some() {
             "actions need AWA_ADMIN_TOKEN"
@@ -207,10 +292,13 @@ async fn serve_demo(url: &str) -> Result<(), BoxError> {
             "read-only: set AWA_ADMIN_TOKEN for actions"
         }
     );
-    let state = awa_admin::AppState::new(pool, config, Some(metrics));
-    awa_admin::serve(listener, state, async {
+    let state = awa_admin::AppState::new(pool.clone(), config, Some(metrics));
+    let served = awa_admin::serve(listener, state, async {
         let _ = tokio::signal::ctrl_c().await;
     })
-    .await?;
+    .await;
+    live.stop().await?;
+    pool.close().await;
+    served?;
     Ok(())
 }

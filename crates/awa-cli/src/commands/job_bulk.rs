@@ -1,0 +1,113 @@
+//! `awa job retry ...` and `awa job cancel --queue ...`: acting on one
+//! failed job, or on every job a selection names.
+
+use super::job::selection;
+use crate::cli::{Cli, JobCancelArgs, JobRetryArgs};
+use crate::{db, error::CliError, input, output};
+use awa_core::{JobState, SelectionFor};
+
+/// `awa job retry ID`: put one failed or cancelled job back as fresh work.
+pub async fn retry_one(cli: &Cli, id: i64) -> Result<(), CliError> {
+    let id = input::job_id(id)?;
+    let url = db::require_url(&cli.database_url)?;
+    let mut conn = db::connect_migrated(url).await?;
+    let reads = db::routing(cli, &mut conn).await?.reads();
+    let Some(done) = awa_history::retry_in(&mut conn, &reads, id).await? else {
+        // Say why: unknown, dead-lettered (another command), or not over.
+        let found = awa_history::job_in(&mut conn, &reads, id).await?;
+        return Err(CliError::NotFound(match found.map(|j| j.state) {
+            None => format!(
+                "no failed or cancelled job with id {id} (unknown, or its failure is past the \
+                 failure retention)"
+            ),
+            Some(JobState::DeadLettered) => {
+                format!("job {id} is dead-lettered: retry it with `awa dlq retry {id}`")
+            }
+            Some(state) => format!(
+                "job {id} is {state}, not failed or cancelled: only a finished failure can be retried"
+            ),
+        }));
+    };
+    if let Some(kept) = done.kept.first() {
+        return Err(CliError::RetryKeyHeld {
+            id: id.0,
+            key: kept.unique_key.clone(),
+            held_by: kept.held_by.0,
+        });
+    }
+    output::emit(cli.json, &done, || {
+        format!("job {id} is back as fresh work (its attempts start again; the history is kept)")
+    });
+    Ok(())
+}
+
+/// `awa job retry --queue Q --state failed|cancelled [...] [--dry-run]`.
+pub async fn retry(cli: &Cli, args: &JobRetryArgs) -> Result<(), CliError> {
+    let queue = args.queue.as_deref().expect("clap: id or --queue");
+    let sel = selection(
+        queue,
+        args.state.as_deref(),
+        args.kind.as_deref(),
+        args.args_contains.as_deref(),
+    )?;
+    sel.validate(SelectionFor::Retry)?;
+    let url = db::require_url(&cli.database_url)?;
+    let mut conn = db::connect_migrated(url).await?;
+    let reads = db::routing(cli, &mut conn).await?.reads();
+    let done = awa_history::retry_matching(&mut conn, &reads, &sel, args.dry_run).await?;
+    let state = sel.state.map_or("", |s| s.as_str());
+    output::emit(cli.json, &done, || {
+        if done.dry_run {
+            return format!(
+                "would retry {} {state} jobs of queue {} (dry run: nothing changed)",
+                done.matched,
+                output::clean(queue)
+            );
+        }
+        let mut out = format!(
+            "retried {} {state} jobs of queue {}",
+            done.retried.len(),
+            output::clean(queue)
+        );
+        if !done.kept.is_empty() {
+            out.push_str(&format!(
+                "; {} kept: a newer unfinished job holds each one's unique key (see --json)",
+                done.kept.len()
+            ));
+        }
+        out
+    });
+    Ok(())
+}
+
+/// `awa job cancel --queue Q [--state S] [...] [--dry-run]`.
+pub async fn cancel(cli: &Cli, args: &JobCancelArgs) -> Result<(), CliError> {
+    let queue = args.queue.as_deref().expect("clap: id or --queue");
+    let sel = selection(
+        queue,
+        args.state.as_deref(),
+        args.kind.as_deref(),
+        args.args_contains.as_deref(),
+    )?;
+    sel.validate(SelectionFor::Cancel)?;
+    let url = db::require_url(&cli.database_url)?;
+    let mut conn = db::connect_migrated(url).await?;
+    let reads = db::routing(cli, &mut conn).await?.reads();
+    let done = awa_exec::cancel_matching(&mut conn, &reads, &sel, args.dry_run).await?;
+    output::emit(cli.json, &done, || {
+        if done.dry_run {
+            format!(
+                "would cancel {} unfinished jobs of queue {} (dry run: nothing changed)",
+                done.matched,
+                output::clean(queue)
+            )
+        } else {
+            format!(
+                "cancelled {} jobs of queue {}",
+                done.cancelled.len(),
+                output::clean(queue)
+            )
+        }
+    });
+    Ok(())
+}

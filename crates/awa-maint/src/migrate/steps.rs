@@ -1,0 +1,19 @@
+//! The numbered migrations, frozen as released.
+//!
+//! Each step is a file in `crates/awa-maint/migrations/`, named
+//! `NNNN_description.sql`, applied once, in order, in a transaction of its
+//! own. A released step is never edited (its checksum is recorded in
+//! `awa.schema_version` and a test compares the file with the list here);
+//! a change to the schema is a new step. `cargo xtask migration draft`
+//! writes the parts of the next step that can be derived from the sources
+//! (changed functions and templates, the refresh of every substrate); the
+//! rest (altering existing tables) is written by hand, and
+//! `tests/upgrade.rs` proves that version 1 brought up through every step
+//! equals a fresh install of the current sources.
+
+/// `(version, description, text)`, oldest first; versions are 1, 2, 3, ...
+pub(crate) const STEPS: &[(i32, &str, &str)] = &[(
+    1,
+    "queue storage substrate",
+    include_str!("../../migrations/0001_queue_storage_substrate.sql"),
+)];
