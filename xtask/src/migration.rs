@@ -30,7 +30,7 @@ enum MigrationCommand {
     Draft {
         /// What the step does, in a few lowercase words (the file name).
         description: String,
-        /// Write it as crates/awa-maint/migrations/NNNN_<description>.sql
+        /// Write it as `crates/awa-maint/migrations/NNNN_<description>.sql`
         /// (else print it).
         #[arg(long)]
         write: bool,

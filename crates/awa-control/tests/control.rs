@@ -18,7 +18,7 @@ async fn status_of_a_fresh_and_of_a_migrated_database() {
     let pool = db.pool().await.unwrap();
     let mut conn = pool.acquire().await.unwrap();
     let status = PgControlPlane.storage_status(&mut conn).await.unwrap();
-    assert_eq!(status.schema_version, Some(1));
+    assert_eq!(status.schema_version, Some(awa_maint::LATEST_VERSION));
     assert_eq!(status.substrates.len(), 1);
     let awa = &status.substrates[0];
     assert!(awa.active);

@@ -40,7 +40,7 @@ async fn many_concurrent_migrators_apply_each_migration_once() {
     assert_eq!(applied, 1, "exactly one migrator applied version 1");
     let again = migrate(db.url()).await.unwrap();
     assert!(again.applied.is_empty(), "re-running is a no-op");
-    assert_eq!(again.from, Some(1));
+    assert_eq!(again.from, Some(awa_maint::LATEST_VERSION));
 }
 
 #[tokio::test]
@@ -58,7 +58,7 @@ async fn a_newer_database_is_refused_and_left_alone() {
             err,
             MaintError::SchemaTooNew {
                 found: 999,
-                known: 1
+                known: awa_maint::LATEST_VERSION
             }
         ),
         "{err}"
@@ -79,15 +79,12 @@ async fn a_newer_database_is_refused_and_left_alone() {
 async fn extracted_and_printed_migrations_match_what_migrate_does() {
     let dir = tempfile::tempdir().unwrap();
     let files = awa_maint::migrate::extract_to(dir.path()).unwrap();
-    assert_eq!(files.len(), 1);
-    assert!(
-        files[0]
-            .file_name()
-            .unwrap()
-            .to_str()
-            .unwrap()
-            .starts_with("V1__")
-    );
+    // One file per numbered step, in order (V1__..., V2__..., ...).
+    assert_eq!(files.len(), awa_maint::LATEST_VERSION as usize);
+    for (i, file) in files.iter().enumerate() {
+        let name = file.file_name().unwrap().to_str().unwrap();
+        assert!(name.starts_with(&format!("V{}__", i + 1)), "{name}");
+    }
 
     // The printed script, run by an external tool, leaves the database
     // where `migrate` would: migrate then finds nothing to do.

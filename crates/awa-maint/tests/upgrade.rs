@@ -10,10 +10,16 @@ mod common;
 
 /// Every released step's checksum. A released step is frozen: editing its
 /// file fails here. Add a line when a new step is committed to `main`.
-const RELEASED: &[(i32, &str)] = &[(
-    1,
-    "e8a74099a7e9c18c46f74ae6452d5b3fd7aaa9c7f81b85a2a9d4a45a7b1687dd",
-)];
+const RELEASED: &[(i32, &str)] = &[
+    (
+        1,
+        "e8a74099a7e9c18c46f74ae6452d5b3fd7aaa9c7f81b85a2a9d4a45a7b1687dd",
+    ),
+    (
+        2,
+        "b91290862dad3386a966363fa49fbe3a0546caf5c6da4f88eed933e27652612e",
+    ),
+];
 
 #[test]
 fn released_steps_are_frozen_and_every_step_is_released() {

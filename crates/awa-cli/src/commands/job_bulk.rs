@@ -4,7 +4,8 @@
 use super::job::selection;
 use crate::cli::{Cli, JobCancelArgs, JobRetryArgs};
 use crate::{db, error::CliError, input, output};
-use awa_core::{JobState, SelectionFor};
+use awa_core::{JobSelection, JobState, SchemaName, SelectionFor};
+use sqlx::PgConnection;
 
 /// `awa job retry ID`: put one failed or cancelled job back as fresh work.
 pub async fn retry_one(cli: &Cli, id: i64) -> Result<(), CliError> {
@@ -44,16 +45,8 @@ pub async fn retry_one(cli: &Cli, id: i64) -> Result<(), CliError> {
 /// `awa job retry --queue Q --state failed|cancelled [...] [--dry-run]`.
 pub async fn retry(cli: &Cli, args: &JobRetryArgs) -> Result<(), CliError> {
     let queue = args.queue.as_deref().expect("clap: id or --queue");
-    let sel = selection(
-        queue,
-        args.state.as_deref(),
-        args.kind.as_deref(),
-        args.args_contains.as_deref(),
-    )?;
-    sel.validate(SelectionFor::Retry)?;
-    let url = db::require_url(&cli.database_url)?;
-    let mut conn = db::connect_migrated(url).await?;
-    let reads = db::routing(cli, &mut conn).await?.reads();
+    let filters = [&args.state, &args.kind, &args.args_contains];
+    let (sel, mut conn, reads) = select(cli, queue, filters, SelectionFor::Retry).await?;
     let done = awa_history::retry_matching(&mut conn, &reads, &sel, args.dry_run).await?;
     let state = sel.state.map_or("", |s| s.as_str());
     output::emit(cli.json, &done, || {
@@ -83,16 +76,8 @@ pub async fn retry(cli: &Cli, args: &JobRetryArgs) -> Result<(), CliError> {
 /// `awa job cancel --queue Q [--state S] [...] [--dry-run]`.
 pub async fn cancel(cli: &Cli, args: &JobCancelArgs) -> Result<(), CliError> {
     let queue = args.queue.as_deref().expect("clap: id or --queue");
-    let sel = selection(
-        queue,
-        args.state.as_deref(),
-        args.kind.as_deref(),
-        args.args_contains.as_deref(),
-    )?;
-    sel.validate(SelectionFor::Cancel)?;
-    let url = db::require_url(&cli.database_url)?;
-    let mut conn = db::connect_migrated(url).await?;
-    let reads = db::routing(cli, &mut conn).await?.reads();
+    let filters = [&args.state, &args.kind, &args.args_contains];
+    let (sel, mut conn, reads) = select(cli, queue, filters, SelectionFor::Cancel).await?;
     let done = awa_exec::cancel_matching(&mut conn, &reads, &sel, args.dry_run).await?;
     output::emit(cli.json, &done, || {
         if done.dry_run {
@@ -110,4 +95,27 @@ pub async fn cancel(cli: &Cli, args: &JobCancelArgs) -> Result<(), CliError> {
         }
     });
     Ok(())
+}
+
+/// What both bulk commands do first: the selection their filters name
+/// (`--state`, `--kind`, `--args-contains`), checked for the action before
+/// anything connects, then a connection to a migrated database and the
+/// substrates the routing reads.
+async fn select(
+    cli: &Cli,
+    queue: &str,
+    [state, kind, args_contains]: [&Option<String>; 3],
+    action: SelectionFor,
+) -> Result<(JobSelection, PgConnection, Vec<SchemaName>), CliError> {
+    let sel = selection(
+        queue,
+        state.as_deref(),
+        kind.as_deref(),
+        args_contains.as_deref(),
+    )?;
+    sel.validate(action)?;
+    let url = db::require_url(&cli.database_url)?;
+    let mut conn = db::connect_migrated(url).await?;
+    let reads = db::routing(cli, &mut conn).await?.reads();
+    Ok((sel, conn, reads))
 }

@@ -12,8 +12,17 @@
 //! equals a fresh install of the current sources.
 
 /// `(version, description, text)`, oldest first; versions are 1, 2, 3, ...
-pub(crate) const STEPS: &[(i32, &str, &str)] = &[(
-    1,
-    "queue storage substrate",
-    include_str!("../../migrations/0001_queue_storage_substrate.sql"),
-)];
+pub(crate) const STEPS: &[(i32, &str, &str)] = &[
+    (
+        1,
+        "queue storage substrate",
+        include_str!("../../migrations/0001_queue_storage_substrate.sql"),
+    ),
+    (
+        2,
+        "edges uniqueness attempt history priority activity",
+        include_str!(
+            "../../migrations/0002_edges_uniqueness_attempt_history_priority_activity.sql"
+        ),
+    ),
+];

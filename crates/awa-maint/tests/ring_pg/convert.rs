@@ -158,8 +158,11 @@ pub(super) async fn fresh_db() -> Result<awa_harness::TestDb, String> {
         .execute(&mut conn)
         .await
         .map_err(err)?;
-    sqlx::query("INSERT INTO prop.lane_heads (queue, priority, shard) VALUES ($1, 2, 0)")
+    // The lane of the jobs' (default) priority exists, as it would after
+    // a first job: producers creating a lane wait for each other.
+    sqlx::query("INSERT INTO prop.lane_heads (queue, priority, shard) VALUES ($1, $2, 0)")
         .bind(QUEUE)
+        .bind(awa_core::Priority::DEFAULT.get())
         .execute(&mut conn)
         .await
         .map_err(err)?;
