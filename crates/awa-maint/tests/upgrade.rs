@@ -19,6 +19,10 @@ const RELEASED: &[(i32, &str)] = &[
         2,
         "b91290862dad3386a966363fa49fbe3a0546caf5c6da4f88eed933e27652612e",
     ),
+    (
+        3,
+        "ea8d103b27b79951ca3c74e7ab056b888d625bf1e66878cf010c7279c7c2f94c",
+    ),
 ];
 
 #[test]

@@ -25,4 +25,11 @@ pub(crate) const STEPS: &[(i32, &str, &str)] = &[
             "../../migrations/0002_edges_uniqueness_attempt_history_priority_activity.sql"
         ),
     ),
+    (
+        3,
+        "claim reads the newest queue slots lane heads low generation",
+        include_str!(
+            "../../migrations/0003_claim_reads_the_newest_queue_slots_lane_heads_low_generation.sql"
+        ),
+    ),
 ];
