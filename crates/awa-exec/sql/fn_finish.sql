@@ -585,8 +585,18 @@ BEGIN
             -- Progress and checkpoints end with the job.
             DELETE FROM {schema}.attempt_state s WHERE s.job_id = ANY (w_ids);
             IF cardinality(w_keyed) > 0 THEN
-                -- A job holds at most one key, recorded under its id.
-                DELETE FROM awa.job_uniques u WHERE u.job_id = ANY (w_keyed);
+                -- A job holds at most one key, recorded under its id
+                -- (job_uniques_job_idx). As in finish_pass: the key is
+                -- released, unless its key spec holds it in the completed
+                -- state until its period ends; then it is marked finished.
+                DELETE FROM awa.job_uniques u
+                 WHERE u.job_id = ANY (w_keyed)
+                   AND (u.hold_until IS NULL
+                        OR NOT {schema}.unique_held(u.hold_until, u.hold_states, 'completed'));
+                UPDATE awa.job_uniques u SET finished_at = now()
+                 WHERE u.job_id = ANY (w_keyed)
+                   AND u.hold_until IS NOT NULL
+                   AND {schema}.unique_held(u.hold_until, u.hold_states, 'completed');
             END IF;
         END IF;
 

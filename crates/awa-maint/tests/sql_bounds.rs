@@ -275,6 +275,10 @@ fn matrix() -> BTreeMap<&'static str, Row> {
         "ready_tombstone",
         Row::Unbounded("a job id: one that names no waiting job cancels nothing"),
     );
+    m.insert(
+        "ready_seal",
+        Row::Unbounded("no arguments: moves the queue ring's seal, proven from the catalog"),
+    );
 
     // Deferred plane.
     m.insert(
