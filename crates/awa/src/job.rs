@@ -60,6 +60,26 @@ use serde::de::DeserializeOwned;
 /// #[awa(unique(by_args, states("completed")))]
 /// struct Refresh { account: i64 }
 /// ```
+///
+/// A kind's default timeout goes on the type too (see
+/// `docs/timeouts.md`); one outside 1 ms to 7 days does not compile.
+///
+/// ```
+/// #[derive(serde::Serialize, serde::Deserialize, awa::Job)]
+/// #[awa(queue = "images", timeout = "30s")]
+/// struct Resize {
+///     width: u32,
+/// }
+///
+/// use awa::Job;
+/// assert_eq!(Resize::TIMEOUT, Some(std::time::Duration::from_secs(30)));
+/// ```
+///
+/// ```compile_fail
+/// #[derive(serde::Serialize, serde::Deserialize, awa::Job)]
+/// #[awa(timeout = "8days")]
+/// struct Resize { width: u32 }
+/// ```
 pub trait Job: Serialize + DeserializeOwned + Send + Sync + 'static {
     /// The kind name stored with every job of this type; handlers are found
     /// by it. Changing it orphans jobs already enqueued under the old name.
