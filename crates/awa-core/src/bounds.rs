@@ -305,6 +305,15 @@ pub const CANCEL_GRACE: DurationBound = DurationBound {
     hint: "a handler told of a cancel gets this long to stop before it is dropped",
 };
 
+/// A job's timeout (a kind's default, or one job's own): how long its
+/// handler may run before the worker drops it and fails the attempt.
+pub const JOB_TIMEOUT: DurationBound = DurationBound {
+    what: "job timeout",
+    min: Duration::from_millis(1),
+    max: days(7),
+    hint: "use e.g. 30s; a job that may run longer than a week should not have one",
+};
+
 /// How often an idle queue is polled without a notification.
 pub const POLL_INTERVAL: DurationBound = DurationBound {
     what: "poll interval",
@@ -416,6 +425,7 @@ mod tests {
             PRUNE_LOCK_TIMEOUT,
             SHUTDOWN_GRACE,
             CANCEL_GRACE,
+            JOB_TIMEOUT,
             POLL_INTERVAL,
             HEARTBEAT_INTERVAL,
             UNIQUE_PERIOD,

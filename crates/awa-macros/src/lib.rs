@@ -14,6 +14,9 @@
 //! struct SendWelcome { user_id: i64 }
 //! ```
 //!
+//! `timeout = "30s"` (humantime syntax, 1ms to 7days) becomes
+//! `Job::TIMEOUT`, the kind's default timeout where a worker registers it.
+//!
 //! Without `kind`, the kind is the struct's name in snake case
 //! (`SendWelcome` -> `send_welcome`); without `queue`, `default`.
 //! `unique(...)` becomes `Job::unique()` (an `awa::Unique`): any of
@@ -29,6 +32,7 @@ use syn::{DeriveInput, LitInt, LitStr, parse_macro_input};
 /// Implement `awa::Job` for a serde struct or enum. Attributes, all
 /// optional, in `#[awa(...)]`: `kind = "..."`, `queue = "..."`,
 /// `priority = N` (1 runs first, 4 last), `max_attempts = N`,
+/// `timeout = "30s"` (the kind's default timeout, 1ms to 7days),
 /// `unique(by_queue, by_args, fields("..."), period = "10m",
 /// states("completed", "failed", "cancelled"))`.
 #[proc_macro_derive(Job, attributes(awa))]
@@ -40,6 +44,9 @@ pub fn derive_job(input: TokenStream) -> TokenStream {
     }
 }
 
+/// The longest job timeout `awa_core::bounds::JOB_TIMEOUT` accepts.
+const MAX_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(7 * 86_400);
+
 /// Longest kind name the database accepts (`awa_core::NewJob::MAX_KIND_LEN`).
 const MAX_KIND_LEN: usize = 255;
 
@@ -49,6 +56,7 @@ struct Attrs {
     queue: Option<LitStr>,
     priority: Option<LitInt>,
     max_attempts: Option<LitInt>,
+    timeout: Option<LitStr>,
     unique: Option<UniqueAttr>,
 }
 
@@ -224,13 +232,17 @@ fn expand(input: &DeriveInput) -> syn::Result<proc_macro2::TokenStream> {
                     slot_taken(attrs.max_attempts.is_some())?;
                     attrs.max_attempts = Some(meta.value()?.parse()?);
                 }
+                "timeout" => {
+                    slot_taken(attrs.timeout.is_some())?;
+                    attrs.timeout = Some(meta.value()?.parse()?);
+                }
                 "unique" => {
                     slot_taken(attrs.unique.is_some())?;
                     attrs.unique = Some(parse_unique(&meta)?);
                 }
                 _ => {
                     return Err(meta.error(
-                        "unknown awa attribute: expected kind, queue, priority, max_attempts or unique",
+                        "unknown awa attribute: expected kind, queue, priority, max_attempts, timeout or unique",
                     ));
                 }
             }
@@ -280,6 +292,27 @@ fn expand(input: &DeriveInput) -> syn::Result<proc_macro2::TokenStream> {
         None => quote! { ::core::option::Option::None },
     };
 
+    let timeout = match &attrs.timeout {
+        Some(lit) => {
+            let d = humantime::parse_duration(&lit.value()).map_err(|e| {
+                syn::Error::new(
+                    lit.span(),
+                    format!("timeout is not a duration ({e}): use e.g. \"30s\""),
+                )
+            })?;
+            // awa_core::bounds::JOB_TIMEOUT: 1 ms to 7 days.
+            if d < std::time::Duration::from_millis(1) || d > MAX_TIMEOUT {
+                return Err(syn::Error::new(
+                    lit.span(),
+                    "a job timeout is from 1ms to 7days",
+                ));
+            }
+            let ms = u64::try_from(d.as_millis()).expect("at most 7 days");
+            quote! { ::core::option::Option::Some(::core::time::Duration::from_millis(#ms)) }
+        }
+        None => quote! { ::core::option::Option::None },
+    };
+
     let unique = attrs.unique.as_ref().map(|u| {
         let body = u.tokens();
         quote! {
@@ -297,6 +330,7 @@ fn expand(input: &DeriveInput) -> syn::Result<proc_macro2::TokenStream> {
             const QUEUE: &'static str = #queue;
             const PRIORITY: ::core::option::Option<i16> = #priority;
             const MAX_ATTEMPTS: ::core::option::Option<i32> = #max_attempts;
+            const TIMEOUT: ::core::option::Option<::core::time::Duration> = #timeout;
             #unique
         }
     })

@@ -25,6 +25,7 @@
 mod admin;
 mod context;
 mod error;
+mod lifecycle;
 mod validate;
 mod worker;
 
@@ -81,6 +82,8 @@ fn _awa(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(init_logging, m)?)?;
     m.add_function(wrap_pyfunction!(validate::validate_job, m)?)?;
     m.add_function(wrap_pyfunction!(validate::unique_spec, m)?)?;
+    m.add_function(wrap_pyfunction!(validate::job_timeout_ms, m)?)?;
+    m.add("TIMEOUT_METADATA_KEY", awa_core::timeout::METADATA_KEY)?;
     m.add_class::<worker::NativeWorker>()?;
     m.add_class::<context::NativeContext>()?;
     m.add_class::<admin::NativeClient>()?;

@@ -84,3 +84,22 @@ pub(crate) fn unique_spec(
     spec.validate().map_err(invalid)?;
     Ok(spec.to_json().to_string())
 }
+
+/// A job timeout in seconds, checked against `awa_core::bounds::JOB_TIMEOUT`
+/// (1 ms to 7 days), as the whole milliseconds stored in a job's metadata
+/// (`awa_core::timeout::METADATA_KEY`); raises `ValidationError` saying
+/// what is wrong.
+#[pyfunction]
+pub(crate) fn job_timeout_ms(seconds: f64) -> PyResult<u64> {
+    let timeout = std::time::Duration::try_from_secs_f64(seconds).map_err(|_| {
+        invalid(format!(
+            "timeout must be a positive number of seconds, not {seconds}"
+        ))
+    })?;
+    let timeout = awa_core::bounds::JOB_TIMEOUT
+        .check(timeout)
+        .map_err(invalid)?;
+    let mut metadata = None;
+    awa_core::timeout::set(&mut metadata, timeout).map_err(invalid)?;
+    Ok(awa_core::timeout::of(metadata.as_ref()).map_or(0, |t| t.as_millis() as u64))
+}

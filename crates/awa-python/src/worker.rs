@@ -12,8 +12,8 @@
 //! `concurrent.futures.Future` of `asyncio.run_coroutine_threadsafe`). The
 //! attempt waits for `done` without the GIL and without a thread.
 //!
-//! When the attempt's future is dropped (the cancel grace or the shutdown
-//! grace is over) an async handler's task is cancelled; a sync handler
+//! When the attempt's future is dropped (the cancel grace, the job's
+//! timeout or the shutdown grace is over) an async handler's task is cancelled; a sync handler
 //! cannot be stopped: it is abandoned (its slot is freed, a warning is
 //! logged, and whatever it returns is ignored).
 
@@ -162,6 +162,7 @@ impl Drop for InPythonGuard {
 }
 
 /// A Python handler as a Rust one.
+#[derive(Clone)]
 struct PyHandler {
     invoke: Arc<Py<PyAny>>,
     is_async: bool,
@@ -169,7 +170,7 @@ struct PyHandler {
 }
 
 /// Gives up on a handler whose attempt's future is dropped before it
-/// returned (cancel grace or shutdown grace over): cancels an async
+/// returned (cancel grace, timeout or shutdown grace over): cancels an async
 /// handler's task, says a sync one is abandoned. Also ends the attempt for
 /// the context's `on_cancelled` waiters.
 struct GiveUp {
@@ -275,17 +276,22 @@ impl Handler for Noop {
     }
 }
 
-/// Adds one kind's handler to the builder (the handler types differ).
-type AddHandler = Box<dyn FnOnce(awa::ClientBuilder, &str) -> awa::ClientBuilder + Send>;
+/// Adds one kind's handler to a builder (the handler types differ); once
+/// per builder: `run` builds one, `work_one` one per call.
+type AddHandler = Arc<dyn Fn(awa::ClientBuilder, &str) -> awa::ClientBuilder + Send + Sync>;
 
 /// One registered kind.
+#[derive(Clone)]
 struct Registered {
     kind: String,
     handler: AddHandler,
     policy: Option<RetryPolicy>,
+    /// The kind's default timeout.
+    timeout: Option<Duration>,
 }
 
 /// What `run` starts, collected by the constructor and `register`.
+#[derive(Clone)]
 struct Setup {
     url: String,
     max_connections: u32,
@@ -296,6 +302,11 @@ struct Setup {
     claim_batch: Option<usize>,
     poll_interval: Option<Duration>,
     kinds: Vec<Registered>,
+    /// Periodic jobs declared from code, upserted at start.
+    schedules: Vec<awa::Schedule>,
+    prune_schedules: bool,
+    /// Lifecycle hooks: Python callables of one event each.
+    hooks: Vec<Arc<Py<PyAny>>>,
 }
 
 fn seconds(what: &str, value: f64) -> PyResult<Duration> {
@@ -352,6 +363,9 @@ impl NativeWorker {
                 claim_batch,
                 poll_interval,
                 kinds: Vec::new(),
+                schedules: Vec::new(),
+                prune_schedules: false,
+                hooks: Vec::new(),
             })),
             stop: Arc::new(Notify::new()),
             in_python: Arc::default(),
@@ -361,14 +375,23 @@ impl NativeWorker {
     /// Run `invoke(ctx, done)` for jobs of `kind`. `retry`: `("fixed", s, _)`
     /// or `("exponential", base_s, max_s)`; None keeps the database's
     /// default backoff.
-    #[pyo3(signature = (kind, invoke, is_async, retry=None))]
+    /// `timeout`: the kind's default timeout in seconds (a job's own wins).
+    #[pyo3(signature = (kind, invoke, is_async, retry=None, timeout=None))]
     fn register(
         &self,
         kind: String,
         invoke: Py<PyAny>,
         is_async: bool,
         retry: Option<(String, f64, f64)>,
+        timeout: Option<f64>,
     ) -> PyResult<()> {
+        let timeout = timeout
+            .map(|t| {
+                awa_core::bounds::JOB_TIMEOUT
+                    .check(seconds("timeout", t)?)
+                    .map_err(|e| ValidationError::new_err(e.to_string()))
+            })
+            .transpose()?;
         let policy = match retry {
             None => None,
             Some((how, a, b)) => Some(match how.as_str() {
@@ -390,8 +413,9 @@ impl NativeWorker {
         };
         self.add(Registered {
             kind,
-            handler: Box::new(move |b, kind| b.register_untyped(kind, handler)),
+            handler: Arc::new(move |b, kind| b.register_untyped(kind, handler.clone())),
             policy,
+            timeout,
         })
     }
 
@@ -400,9 +424,87 @@ impl NativeWorker {
     fn register_noop(&self, kind: String) -> PyResult<()> {
         self.add(Registered {
             kind,
-            handler: Box::new(|b, kind| b.register_untyped(kind, Noop)),
+            handler: Arc::new(|b, kind| b.register_untyped(kind, Noop)),
             policy: None,
+            timeout: None,
         })
+    }
+
+    /// Declare a periodic job (see `awa::ClientBuilder::cron`), checked
+    /// now: upserted when the worker starts, fired by the maintenance
+    /// leader once per tick.
+    #[pyo3(signature = (name, cron, queue, kind, args_json, priority, max_attempts=None, metadata_json=None, timezone=None, catch_up=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn cron(
+        &self,
+        name: String,
+        cron: String,
+        queue: String,
+        kind: String,
+        args_json: &str,
+        priority: i16,
+        max_attempts: Option<i32>,
+        metadata_json: Option<&str>,
+        timezone: Option<String>,
+        catch_up: Option<u32>,
+    ) -> PyResult<()> {
+        let schedule = crate::lifecycle::schedule(
+            name,
+            cron,
+            queue,
+            kind,
+            args_json,
+            priority,
+            max_attempts,
+            metadata_json,
+            timezone,
+            catch_up,
+        )?;
+        self.with_setup(|s| s.schedules.push(schedule))
+    }
+
+    /// At start, delete every schedule this worker does not declare.
+    fn prune_schedules(&self) -> PyResult<()> {
+        self.with_setup(|s| s.prune_schedules = true)
+    }
+
+    /// Call `hook(event)` after every result commits, in commit order
+    /// (see `awa::ClientBuilder::on_event`); `event` is the tuple
+    /// `(job_id, run_lease, queue, kind, attempt, state, error)`.
+    fn on_event(&self, hook: Py<PyAny>) -> PyResult<()> {
+        self.with_setup(|s| s.hooks.push(Arc::new(hook)))
+    }
+
+    /// Claim one job of `queue`, run its handler here and record the
+    /// result (`awa::ClientBuilder::work_one`: hooks are not called, no
+    /// worker is started); the outcome as JSON, or None when nothing of
+    /// `queue` is runnable now. For unit tests; the worker can still run.
+    fn work_one(&self, py: Python<'_>, queue: String) -> PyResult<Option<String>> {
+        let setup = self
+            .setup
+            .lock()
+            .expect("setup lock")
+            .clone()
+            .ok_or_else(|| {
+                crate::error::AwaError::new_err("work_one before run(): this worker already ran")
+            })?;
+        let in_python = self.in_python.clone();
+        let rt = crate::runtime();
+        let worked = py
+            .detach(|| {
+                rt.block_on(async move {
+                    let worked = async {
+                        let base = awa::Client::connect(&setup.url, setup.max_connections).await?;
+                        builder(&setup, &base, &in_python).work_one(&queue).await
+                    }
+                    .await;
+                    // The handler's last calls into Python (a task's cancel).
+                    in_python.drained(IN_PYTHON_DRAIN).await;
+                    worked
+                })
+            })
+            .map_err(to_py)?;
+        Ok(worked.map(|w| crate::lifecycle::worked_json(&w)))
     }
 
     /// Ask a running (or about to run) worker to shut down gracefully.
@@ -424,7 +526,10 @@ impl NativeWorker {
             })?;
         let grace = setup.shutdown_grace;
         let rt = crate::runtime();
-        let client = py.detach(|| rt.block_on(start(setup))).map_err(to_py)?;
+        let in_python = self.in_python.clone();
+        let client = py
+            .detach(|| rt.block_on(start(setup, in_python)))
+            .map_err(to_py)?;
         let stop = self.stop.clone();
         let mut interrupted = None;
         loop {
@@ -469,20 +574,24 @@ impl NativeWorker {
 
 impl NativeWorker {
     fn add(&self, kind: Registered) -> PyResult<()> {
+        self.with_setup(|s| s.kinds.push(kind))
+    }
+
+    fn with_setup(&self, f: impl FnOnce(&mut Setup)) -> PyResult<()> {
         match self.setup.lock().expect("setup lock").as_mut() {
             Some(setup) => {
-                setup.kinds.push(kind);
+                f(setup);
                 Ok(())
             }
             None => Err(crate::error::AwaError::new_err(
-                "register before run(): this worker already ran",
+                "configure before run(): this worker already ran",
             )),
         }
     }
 }
 
-async fn start(setup: Setup) -> Result<awa::Client, awa::Error> {
-    let base = awa::Client::connect(&setup.url, setup.max_connections).await?;
+/// The builder `setup` describes, on `base`'s pool.
+fn builder(setup: &Setup, base: &awa::Client, in_python: &Arc<InPython>) -> awa::ClientBuilder {
     // to_builder: the worker keeps following a failover of a host list.
     let mut b = base
         .to_builder()
@@ -491,10 +600,13 @@ async fn start(setup: Setup) -> Result<awa::Client, awa::Error> {
     for (queue, concurrency) in &setup.queues {
         b = b.queue(queue, *concurrency);
     }
-    for r in setup.kinds {
+    for r in &setup.kinds {
         b = (r.handler)(b, &r.kind);
-        if let Some(p) = r.policy {
-            b = b.kind_retry_policy(&r.kind, p);
+        if let Some(p) = &r.policy {
+            b = b.kind_retry_policy(&r.kind, p.clone());
+        }
+        if let Some(t) = r.timeout {
+            b = b.kind_timeout(&r.kind, t);
         }
     }
     if let Some(n) = setup.claim_batch {
@@ -506,5 +618,19 @@ async fn start(setup: Setup) -> Result<awa::Client, awa::Error> {
     if !setup.maintenance {
         b = b.without_maintenance();
     }
-    b.start().await
+    for s in &setup.schedules {
+        b = b.cron(s.clone());
+    }
+    if setup.prune_schedules {
+        b = b.prune_schedules();
+    }
+    for hook in &setup.hooks {
+        b = b.on_event(crate::lifecycle::hook(hook.clone(), in_python.clone()));
+    }
+    b
+}
+
+async fn start(setup: Setup, in_python: Arc<InPython>) -> Result<awa::Client, awa::Error> {
+    let base = awa::Client::connect(&setup.url, setup.max_connections).await?;
+    builder(&setup, &base, &in_python).start().await
 }

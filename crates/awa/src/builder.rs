@@ -40,6 +40,8 @@ pub struct ClientBuilder {
     poll_interval: Option<Duration>,
     heartbeat_interval: Option<Duration>,
     cancel_grace: Option<Duration>,
+    /// Each kind's default timeout (the worker's `kind_timeouts`).
+    timeouts: HashMap<String, Duration>,
     /// Periodic jobs declared by this process, upserted at start.
     schedules: Vec<awa_control::cron::Schedule>,
     prune_schedules: bool,
@@ -76,6 +78,7 @@ impl ClientBuilder {
             poll_interval: None,
             heartbeat_interval: None,
             cancel_grace: None,
+            timeouts: HashMap::new(),
             schedules: Vec::new(),
             prune_schedules: false,
             error: None,
@@ -110,8 +113,36 @@ impl ClientBuilder {
     /// Run `handler` for jobs of type `J`: it gets the typed args and the
     /// attempt's context. Args that do not deserialize into `J` fail the
     /// job permanently with a message saying why.
+    /// The type's default timeout ([`Job::TIMEOUT`]) applies, unless
+    /// [`ClientBuilder::timeout`] says otherwise.
     pub fn register<J: Job>(mut self, handler: impl JobHandler<J>) -> Self {
         self.add(J::KIND.to_string(), Arc::new(Typed::new(handler)));
+        match J::TIMEOUT {
+            Some(timeout) if !self.timeouts.contains_key(J::KIND) => {
+                self.kind_timeout(J::KIND, timeout)
+            }
+            _ => self,
+        }
+    }
+
+    /// The default timeout of jobs of type `J` (over [`Job::TIMEOUT`]): a
+    /// handler still running `timeout` after it started is dropped (its
+    /// task aborted, its slot freed) and the attempt fails with a timeout
+    /// error (`awa_core::timeout::ERROR_PREFIX`), retried by the retry
+    /// policy until max attempts. A job's own timeout
+    /// ([`crate::InsertOpts::timeout`]) wins. 1 ms to 7 days.
+    pub fn timeout<J: Job>(self, timeout: Duration) -> Self {
+        self.kind_timeout(J::KIND, timeout)
+    }
+
+    /// The default timeout of an untyped kind (see [`ClientBuilder::timeout`]).
+    pub fn kind_timeout(mut self, kind: &str, timeout: Duration) -> Self {
+        match awa_core::bounds::JOB_TIMEOUT.check(timeout) {
+            Ok(t) => {
+                self.timeouts.insert(kind.to_string(), t);
+            }
+            Err(err) => self.fail(err.into()),
+        }
         self
     }
 
@@ -304,6 +335,7 @@ impl ClientBuilder {
         if let Some(g) = self.cancel_grace {
             config.cancel_grace = g;
         }
+        config.kind_timeouts = self.timeouts.clone();
         let mut worker = Worker::new(self.pool.clone(), config.clone());
         let policies = Arc::new(self.policies.clone());
         for (kind, handler) in &self.handlers {
@@ -410,6 +442,7 @@ impl ClientBuilder {
             poll_interval: self.poll_interval,
             heartbeat_interval: self.heartbeat_interval,
             cancel_grace: self.cancel_grace,
+            timeouts: self.timeouts.clone(),
             schedules: self.schedules.clone(),
             prune_schedules: self.prune_schedules,
             error: None,

@@ -92,6 +92,17 @@ pub(crate) struct WithPolicy {
     pub policies: Arc<Policies>,
 }
 
+/// A plain `Retry` becomes a `RetryAfter` of the policy's delay.
+fn with_delay(policy: Option<&RetryPolicy>, attempt: i32, result: HandlerResult) -> HandlerResult {
+    match result {
+        Err(JobError::Retry(error)) => match policy.and_then(|p| p.delay(attempt)) {
+            Some(delay) => Err(JobError::RetryAfter(delay, error)),
+            None => Err(JobError::Retry(error)),
+        },
+        other => other,
+    }
+}
+
 #[async_trait]
 impl Handler for WithPolicy {
     async fn handle(&self, ctx: JobContext) -> HandlerResult {
@@ -100,12 +111,12 @@ impl Handler for WithPolicy {
             .policies
             .for_job(&ctx.job.kind, ctx.job.queue.as_str())
             .cloned();
-        match self.inner.handle(ctx).await {
-            Err(JobError::Retry(error)) => match policy.and_then(|p| p.delay(attempt)) {
-                Some(delay) => Err(JobError::RetryAfter(delay, error)),
-                None => Err(JobError::Retry(error)),
-            },
-            other => other,
-        }
+        with_delay(policy.as_ref(), attempt, self.inner.handle(ctx).await)
+    }
+
+    /// A timeout is a failed attempt like any other: the policy applies.
+    fn timed_out(&self, job: &awa_core::ClaimedJob, error: JobError) -> HandlerResult {
+        let policy = self.policies.for_job(&job.kind, job.queue.as_str());
+        with_delay(policy, job.attempt, self.inner.timed_out(job, error))
     }
 }

@@ -60,6 +60,26 @@ use serde::de::DeserializeOwned;
 /// #[awa(unique(by_args, states("completed")))]
 /// struct Refresh { account: i64 }
 /// ```
+///
+/// A kind's default timeout goes on the type too (see
+/// `docs/timeouts.md`); one outside 1 ms to 7 days does not compile.
+///
+/// ```
+/// #[derive(serde::Serialize, serde::Deserialize, awa::Job)]
+/// #[awa(queue = "images", timeout = "30s")]
+/// struct Resize {
+///     width: u32,
+/// }
+///
+/// use awa::Job;
+/// assert_eq!(Resize::TIMEOUT, Some(std::time::Duration::from_secs(30)));
+/// ```
+///
+/// ```compile_fail
+/// #[derive(serde::Serialize, serde::Deserialize, awa::Job)]
+/// #[awa(timeout = "8days")]
+/// struct Resize { width: u32 }
+/// ```
 pub trait Job: Serialize + DeserializeOwned + Send + Sync + 'static {
     /// The kind name stored with every job of this type; handlers are found
     /// by it. Changing it orphans jobs already enqueued under the old name.
@@ -73,6 +93,13 @@ pub trait Job: Serialize + DeserializeOwned + Send + Sync + 'static {
     const PRIORITY: Option<i16> = None;
     /// Default attempts before failing (None: the substrate's default).
     const MAX_ATTEMPTS: Option<i32> = None;
+    /// The kind's default timeout (None: none), applied by every worker
+    /// that registers the type ([`crate::ClientBuilder::register`]): a
+    /// handler still running after it is dropped and the attempt fails
+    /// with a timeout error, retried by the retry policy. A job's own
+    /// ([`InsertOpts::timeout`]) wins. `#[awa(timeout = "30s")]` on the
+    /// derive.
+    const TIMEOUT: Option<std::time::Duration> = None;
     /// Default uniqueness of jobs of this type (None: not unique), e.g.
     /// one per args every 10 minutes: `#[awa(unique(by_args, period =
     /// "10m"))]` on the derive, or [`Unique`] here.
@@ -131,6 +158,10 @@ pub struct InsertOpts {
     /// final states (over the type's [`Job::unique`]): a duplicate returns
     /// the existing job's id with `inserted = false`.
     pub unique: Option<Unique>,
+    /// This job's own timeout, over its kind's ([`Job::TIMEOUT`]): stored
+    /// in its metadata (`awa_core::timeout::METADATA_KEY`), so the
+    /// metadata, if given, must be a JSON object.
+    pub timeout: Option<std::time::Duration>,
 }
 
 impl InsertOpts {
@@ -206,6 +237,13 @@ impl InsertOpts {
         self.unique = Some(spec);
         self
     }
+    /// Stop the job's handler after `timeout` (1 ms to 7 days, checked at
+    /// insert) and fail the attempt with a timeout error, whatever its
+    /// kind's default.
+    pub fn timeout(mut self, timeout: std::time::Duration) -> Self {
+        self.timeout = Some(timeout);
+        self
+    }
 }
 
 /// The untyped job a typed one becomes, checked against every bound: what
@@ -243,6 +281,9 @@ pub fn new_job<J: Job>(job: &J, opts: InsertOpts) -> Result<NewJob, Error> {
     new.unique_key = opts.unique_key;
     new.metadata = opts.metadata;
     new.unique = opts.unique.or_else(J::unique);
+    if let Some(timeout) = opts.timeout {
+        awa_core::timeout::set(&mut new.metadata, timeout)?;
+    }
     new.validate()?;
     Ok(new)
 }

@@ -71,6 +71,9 @@ pub use retry::RetryPolicy;
 /// `#[derive(Job)]`: see [`Job`].
 pub use awa_macros::Job;
 
+/// Job timeouts: where a job's own is stored, and the error a timed-out
+/// attempt records ([`InsertOpts::timeout`], [`ClientBuilder::timeout`]).
+pub use awa_core::timeout;
 pub use awa_core::{
     JobId, JobSelection, JobState, NewJob, Priority, QueueName, SchemaName, Unique,
 };

@@ -69,9 +69,15 @@ pub struct EnqueueArgs {
     /// with a period: completed. Unfinished jobs always hold their key.
     #[arg(long, value_delimiter = ',', value_name = "STATE")]
     pub unique_states: Option<Vec<String>>,
-    /// Free-form JSON kept with the job.
+    /// Free-form JSON kept with the job (an object, with --timeout).
     #[arg(long)]
     pub metadata: Option<String>,
+    /// Stop the job's handler after this long (1ms to 7days: 30s, 5m,
+    /// 1500ms) and fail the attempt with a timeout error, retried like any
+    /// failure; over the kind's default timeout. Stored in the metadata
+    /// as awa_timeout_ms.
+    #[arg(long, value_name = "DUR")]
+    pub timeout: Option<String>,
     /// Enqueue this many copies (1 to 1000000), all or none.
     #[arg(long, default_value_t = 1, allow_negative_numbers = true)]
     pub count: i64,

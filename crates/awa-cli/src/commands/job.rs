@@ -60,6 +60,21 @@ fn new_job(args: &EnqueueArgs) -> Result<NewJob, CliError> {
         .as_deref()
         .map(|m| input::json("--metadata", m))
         .transpose()?;
+    if let Some(text) = &args.timeout {
+        let timeout = input::bounded_duration(
+            bounds::DurationBound {
+                what: "--timeout",
+                ..bounds::JOB_TIMEOUT
+            },
+            text,
+        )?;
+        awa_core::timeout::set(&mut job.metadata, timeout).map_err(|_| {
+            CliError::Usage(
+                "--timeout needs --metadata to be a JSON object (the timeout is stored in it)"
+                    .into(),
+            )
+        })?;
+    }
     job.validate()?;
     Ok(job)
 }

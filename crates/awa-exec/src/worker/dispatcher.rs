@@ -41,6 +41,8 @@ pub(crate) struct Dispatcher {
     /// How long a cancelled attempt's handler may run on before it is
     /// dropped (`WorkerConfig::cancel_grace`).
     pub cancel_grace: Duration,
+    /// Each kind's default timeout (`WorkerConfig::kind_timeouts`).
+    pub kind_timeouts: Arc<HashMap<String, Duration>>,
 }
 
 /// While work is visible but the claim frontier has not settled past it,
@@ -371,6 +373,9 @@ fn start_job(
         return;
     }
     let cancel = entry.cancel.clone();
+    let timeout = timeout_of(&job, &d.kind_timeouts);
+    // Only a job with a timeout keeps its handler for the timeout's result.
+    let timed = timeout.map(|t| (t, handler.clone(), job.clone()));
     let about = (d.events || crate::metrics::enabled()).then(|| {
         Arc::new(About {
             queue: job.queue.clone(),
@@ -397,28 +402,55 @@ fn start_job(
             let began = std::time::Instant::now();
             // The cancel rule: once the attempt is no longer ours the
             // handler has `grace` to return, then its future is dropped
-            // (which aborts its task) and the slot is freed.
-            let result = tokio::select! {
-                result = run_handler(handler, ctx) => Some(result),
+            // (which aborts its task) and the slot is freed. A timeout is
+            // a deadline on the same select: at it the future is dropped
+            // at once, the token cancelled (so a handler that cannot be
+            // dropped, a sync Python one, sees it), and the attempt fails.
+            let ran = tokio::select! {
+                result = run_handler(handler, ctx) => Ran::Returned(result),
                 _ = async {
                     cancel.cancelled().await;
                     tokio::time::sleep(grace).await;
-                } => None,
+                } => Ran::Dropped,
+                _ = deadline(timeout) => Ran::TimedOut,
+            };
+            // An attempt already lost when its deadline came is not ours to
+            // fail: whoever closed it recorded its end.
+            let ran = match ran {
+                Ran::TimedOut if cancel.is_cancelled() => Ran::Dropped,
+                Ran::TimedOut => {
+                    cancel.cancel();
+                    Ran::TimedOut
+                }
+                other => other,
             };
             let mine = in_flight
                 .lock()
                 .expect("in-flight lock")
                 .remove(&token)
                 .is_some();
-            match result {
-                Some(result) => {
+            match ran {
+                Ran::Returned(result) => {
                     record_duration(&avg, began.elapsed());
                     crate::metrics::handler_ran(about.as_deref(), began.elapsed());
                     if mine {
                         let _ = done.send((token, finish_for(result), about));
                     }
                 }
-                None => {
+                Ran::TimedOut => {
+                    let (after, handler, job) = timed.expect("a deadline implies a timeout");
+                    record_duration(&avg, began.elapsed());
+                    crate::metrics::handler_ran(about.as_deref(), began.elapsed());
+                    tracing::warn!(job_id = %token.job_id, run_lease = %token.run_lease,
+                        kind = %job.kind, timeout = ?after,
+                        "the handler ran past the job's timeout; dropped it, freed its slot \
+                         and failed the attempt with a timeout error");
+                    if mine {
+                        let result = timed_out(handler.as_deref(), &job, after);
+                        let _ = done.send((token, finish_for(result), about));
+                    }
+                }
+                Ran::Dropped => {
                     // Nothing to record: whoever cancelled or rescued the
                     // attempt closed it in the database.
                     stats.dropped.fetch_add(1, Ordering::Relaxed);
@@ -431,6 +463,52 @@ fn start_job(
         }
     });
     entry.abort = Some(task.abort_handle());
+}
+
+/// How an attempt's handler ended.
+enum Ran {
+    Returned(HandlerResult),
+    /// Cancelled and not returned within the cancel grace.
+    Dropped,
+    /// Past its timeout: dropped, and the attempt fails.
+    TimedOut,
+}
+
+/// The attempt's timeout: the job's own (its metadata), else its kind's.
+/// A job with no metadata and a worker with no kind timeouts read nothing.
+pub(crate) fn timeout_of(
+    job: &awa_core::ClaimedJob,
+    kind_timeouts: &HashMap<String, Duration>,
+) -> Option<Duration> {
+    awa_core::timeout::of(job.metadata.as_ref()).or_else(|| {
+        if kind_timeouts.is_empty() {
+            None
+        } else {
+            kind_timeouts.get(&job.kind).copied()
+        }
+    })
+}
+
+/// Resolves once `timeout` has passed; never without one (no timer).
+async fn deadline(timeout: Option<Duration>) {
+    match timeout {
+        Some(t) => tokio::time::sleep(t).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// The result of an attempt stopped at its timeout, as its handler (and
+/// whatever wraps it, such as a retry policy) maps it.
+pub(crate) fn timed_out(
+    handler: Option<&dyn Handler>,
+    job: &awa_core::ClaimedJob,
+    after: Duration,
+) -> HandlerResult {
+    let error = JobError::Retry(awa_core::timeout::error(after));
+    match handler {
+        Some(h) => h.timed_out(job, error),
+        None => Err(error),
+    }
 }
 
 /// Aborts a task when dropped: the handler's task ends with the future

@@ -67,6 +67,7 @@ impl Engine {
         ));
         let mut dispatchers = Vec::new();
         let mut notifies = Vec::new();
+        let kind_timeouts = Arc::new(shared.config.kind_timeouts.clone());
         for ((queue, concurrency), (semaphore, _)) in
             shared.config.queues.iter().zip(&shared.semaphores)
         {
@@ -89,6 +90,7 @@ impl Engine {
                 in_flight: in_flight.clone(),
                 stats: shared.stats.clone(),
                 cancel_grace: shared.config.cancel_grace,
+                kind_timeouts: kind_timeouts.clone(),
             })));
         }
         {

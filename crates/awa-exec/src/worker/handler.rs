@@ -56,6 +56,17 @@ pub(crate) fn finish_for(result: HandlerResult) -> Finish {
 pub trait Handler: Send + Sync + 'static {
     /// Run one attempt; its result is recorded once this returns.
     async fn handle(&self, ctx: JobContext) -> HandlerResult;
+
+    /// The result recorded for an attempt of `job` whose handler the worker
+    /// stopped at its timeout (its future dropped): `error` is a
+    /// [`JobError::Retry`] whose text starts with
+    /// [`awa_core::timeout::ERROR_PREFIX`]. A wrapper that maps results
+    /// (the `awa` client's retry policies) maps this one too; a wrapper
+    /// around another handler forwards it. The default records `error`.
+    fn timed_out(&self, job: &ClaimedJob, error: JobError) -> HandlerResult {
+        let _ = job;
+        Err(error)
+    }
 }
 
 /// Everything a running attempt can see and do.

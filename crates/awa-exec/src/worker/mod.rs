@@ -58,6 +58,11 @@ pub struct WorkerConfig {
     /// on after it was told ([`JobContext::cancelled`]) before the worker
     /// drops it and frees its slot. Default [`DEFAULT_CANCEL_GRACE`].
     pub cancel_grace: Duration,
+    /// Each kind's default timeout (see [`awa_core::timeout`]): a job of
+    /// the kind without a timeout of its own whose handler runs longer is
+    /// dropped at the deadline and its attempt fails with a timeout error
+    /// (retried by the retry policy). Kinds not named have none.
+    pub kind_timeouts: HashMap<String, Duration>,
     pub instance_id: uuid::Uuid,
 }
 
@@ -76,6 +81,7 @@ impl WorkerConfig {
             shutdown_grace: Duration::from_secs(10),
             heartbeat_interval: Duration::from_secs(15),
             cancel_grace: DEFAULT_CANCEL_GRACE,
+            kind_timeouts: HashMap::new(),
             instance_id: uuid::Uuid::new_v4(),
         }
     }
@@ -117,6 +123,9 @@ impl WorkerConfig {
         bounds::SHUTDOWN_GRACE.check(self.shutdown_grace)?;
         bounds::HEARTBEAT_INTERVAL.check(self.heartbeat_interval)?;
         bounds::CANCEL_GRACE.check(self.cancel_grace)?;
+        for timeout in self.kind_timeouts.values() {
+            bounds::JOB_TIMEOUT.check(*timeout)?;
+        }
         Ok(())
     }
 }
@@ -437,7 +446,24 @@ impl Worker {
             shutdown: stop_rx,
             cancel: CancellationToken::new(),
         };
-        let finish = handler::finish_for(dispatcher::run_handler(handler, ctx).await);
+        // The same timeout as a running worker's: the handler's future is
+        // dropped at the deadline and the attempt fails with a timeout error.
+        let result = match dispatcher::timeout_of(&job, &self.config.kind_timeouts) {
+            None => dispatcher::run_handler(handler, ctx).await,
+            Some(after) => {
+                let cancel = ctx.cancel.clone();
+                match tokio::time::timeout(after, dispatcher::run_handler(handler.clone(), ctx))
+                    .await
+                {
+                    Ok(result) => result,
+                    Err(_) => {
+                        cancel.cancel();
+                        dispatcher::timed_out(handler.as_deref(), &job, after)
+                    }
+                }
+            }
+        };
+        let finish = handler::finish_for(result);
         let mut conn = self.pool.acquire().await?;
         let finished = plane
             .finish(&mut conn, &[(job.token, finish)])

@@ -23,13 +23,13 @@ See docs/getting-started-python.md.
 
 from __future__ import annotations
 
-from . import _awa
+from . import _awa, testing
 from ._awa import AwaError, ValidationError
 from ._client import Client, cli
 from ._enqueue import Enqueued, WithOptions, enqueue, enqueue_many
 from ._jobs import JobSpec, RawJob, Unique, job
 from ._outcomes import Cancel, Complete, Fail, Outcome, Retry, RetryAfter, Snooze
-from ._worker import Context, ExponentialBackoff, FixedBackoff, Worker
+from ._worker import Context, ExponentialBackoff, FixedBackoff, JobEvent, Worker
 
 __version__ = _awa.__version__
 
@@ -50,6 +50,7 @@ __all__ = [
     "ExponentialBackoff",
     "Fail",
     "FixedBackoff",
+    "JobEvent",
     "JobSpec",
     "Outcome",
     "RawJob",
@@ -65,4 +66,5 @@ __all__ = [
     "enqueue_many",
     "init_logging",
     "job",
+    "testing",
 ]

@@ -5,6 +5,7 @@ from typing import Any
 
 __version__: str
 ENQUEUE_SQL: str
+TIMEOUT_METADATA_KEY: str
 
 class AwaError(Exception): ...
 class ValidationError(ValueError): ...
@@ -27,6 +28,7 @@ def unique_spec(
     period_secs: float | None = None,
     states: list[str] | None = None,
 ) -> str: ...
+def job_timeout_ms(seconds: float) -> int: ...
 
 class NativeContext:
     @property
@@ -78,8 +80,25 @@ class NativeWorker:
         invoke: Any,
         is_async: bool,
         retry: tuple[str, float, float] | None = None,
+        timeout: float | None = None,
     ) -> None: ...
     def register_noop(self, kind: str) -> None: ...
+    def cron(
+        self,
+        name: str,
+        cron: str,
+        queue: str,
+        kind: str,
+        args_json: str,
+        priority: int,
+        max_attempts: int | None = None,
+        metadata_json: str | None = None,
+        timezone: str | None = None,
+        catch_up: int | None = None,
+    ) -> None: ...
+    def prune_schedules(self) -> None: ...
+    def on_event(self, hook: Any) -> None: ...
+    def work_one(self, queue: str) -> str | None: ...
     def stop(self) -> None: ...
     def run(self) -> str: ...
 

@@ -16,7 +16,7 @@ from datetime import datetime, timedelta
 from typing import Any, Iterable, Mapping, NamedTuple, Sequence
 
 from . import _awa
-from ._jobs import Unique, args_of, run_at_text, spec_of, to_json
+from ._jobs import Unique, args_of, run_at_text, spec_of, timeout_seconds, to_json
 
 
 class Enqueued(NamedTuple):
@@ -48,6 +48,7 @@ class WithOptions:
         unique_key: str | None = None,
         metadata: Mapping[str, Any] | None = None,
         unique: Unique | None = None,
+        timeout: float | timedelta | None = None,
     ) -> None:
         self.job = job
         self.options = dict(
@@ -58,6 +59,7 @@ class WithOptions:
             unique_key=unique_key,
             metadata=metadata,
             unique=unique,
+            timeout=timeout,
         )
 
 
@@ -83,6 +85,10 @@ def _row(job: Any, options: Mapping[str, Any]) -> tuple[Any, ...]:
         raise _awa.ValidationError(
             f"metadata must be a dict (a JSON object), not {type(metadata).__name__}"
         )
+    timeout = timeout_seconds(options.get("timeout"))
+    if timeout is not None:
+        # The job's own timeout travels in its metadata (whole ms).
+        metadata = {**(metadata or {}), _awa.TIMEOUT_METADATA_KEY: _awa.job_timeout_ms(timeout)}
     metadata_json = None if metadata is None else to_json("job metadata", dict(metadata))
     unique_key = options.get("unique_key")
     unique = options.get("unique")
@@ -159,7 +165,7 @@ def enqueue_many(conn: Any, jobs: Iterable[Any], **options: Any) -> Any:
     """Enqueue `jobs` (typed jobs, RawJob or WithOptions) in one round
     trip on `conn`: a psycopg 3 connection or cursor, or a SQLAlchemy
     session or connection. `options` (queue, priority, run_at,
-    max_attempts, unique_key, metadata, unique) apply to every job unless a
+    max_attempts, unique_key, metadata, unique, timeout) apply to every job unless a
     WithOptions says otherwise. Returns one Enqueued per job, in order;
     on an async connection or session, an awaitable of that list.
 
@@ -198,10 +204,13 @@ def enqueue(
     unique_key: str | None = None,
     metadata: Mapping[str, Any] | None = None,
     unique: Unique | None = None,
+    timeout: float | timedelta | None = None,
 ) -> Any:
     """Enqueue one job on `conn` (see `enqueue_many`); returns its
     Enqueued (an awaitable of it on an async connection). `unique` (an
-    awa.Unique) overrides the job class's."""
+    awa.Unique) overrides the job class's. `timeout` (seconds or a
+    timedelta) is this job's own timeout, over its kind's: stored in its
+    metadata as awa_timeout_ms."""
     result = enqueue_many(
         conn,
         [job],
@@ -212,6 +221,7 @@ def enqueue(
         unique_key=unique_key,
         metadata=metadata,
         unique=unique,
+        timeout=timeout,
     )
     if inspect.isawaitable(result):
         return _first(result)

@@ -96,6 +96,24 @@ class JobSpec:
     priority: int = DEFAULT_PRIORITY
     max_attempts: int | None = None
     unique: Unique | None = None
+    timeout: float | None = None
+    """The kind's default timeout in seconds, applied by workers that
+    register the class (`Worker.register`)."""
+
+
+def timeout_seconds(value: Any) -> float | None:
+    """A timeout given as seconds or a timedelta, checked (1 ms to 7
+    days); None stays None."""
+    if value is None:
+        return None
+    if isinstance(value, timedelta):
+        secs = value.total_seconds()
+    elif isinstance(value, (int, float)) and not isinstance(value, bool):
+        secs = float(value)
+    else:
+        raise ValidationError(f"timeout must be seconds or a timedelta, not {type(value).__name__}")
+    _awa.job_timeout_ms(secs)
+    return secs
 
 
 def _snake(name: str) -> str:
@@ -124,6 +142,7 @@ def job(
     priority: int = DEFAULT_PRIORITY,
     max_attempts: int | None = None,
     unique: Unique | None = None,
+    timeout: float | timedelta | None = None,
 ) -> Callable[[type[T]], type[T]]: ...
 def job(
     kind: Any = None,
@@ -132,10 +151,18 @@ def job(
     priority: int = DEFAULT_PRIORITY,
     max_attempts: int | None = None,
     unique: Unique | None = None,
+    timeout: float | timedelta | None = None,
 ) -> Any:
     """Map a dataclass or pydantic model to a job kind, with its default
     queue, priority (1 runs first, 4 last; default 3), max attempts and
     uniqueness (an `awa.Unique`; each can be overridden per enqueue).
+
+    ``timeout`` (seconds or a timedelta, 1 ms to 7 days) is the kind's
+    default timeout, applied by every worker that registers the class: a
+    handler still running then is given up (an async one's task is
+    cancelled, a sync one abandoned and reported) and the attempt fails
+    with a timeout error, retried like any failure. A job's own
+    (``awa.enqueue(..., timeout=...)``) wins.
 
     The kind defaults to the class name in snake case. Used bare
     (``@awa.job``) or called (``@awa.job("send_email", queue="email")``).
@@ -149,7 +176,9 @@ def job(
                 f"@awa.job needs a dataclass or a pydantic model, not {cls.__name__}; "
                 "add @dataclasses.dataclass under it, or derive from pydantic.BaseModel"
             )
-        spec = JobSpec(kind or _snake(cls.__name__), queue, priority, max_attempts, unique)
+        spec = JobSpec(
+            kind or _snake(cls.__name__), queue, priority, max_attempts, unique, timeout_seconds(timeout)
+        )
         _check_spec(spec)
         setattr(cls, "__awa_job__", spec)
         return cls
@@ -159,6 +188,7 @@ def job(
         return decorate(cls)
     # Refuse bad options where they are written, not at the class.
     _check_spec(JobSpec(kind or "placeholder", queue, priority, max_attempts, unique))
+    timeout_seconds(timeout)
     return decorate
 
 

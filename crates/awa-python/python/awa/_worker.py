@@ -11,10 +11,11 @@ import queue
 import signal
 import threading
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any, Callable, Mapping
 
 from . import _awa
-from ._jobs import from_args, spec_of
+from ._jobs import args_of, from_args, spec_of, timeout_seconds, to_json
 from ._outcomes import from_exception, from_result
 
 
@@ -37,6 +38,25 @@ class ExponentialBackoff:
 
     def _tuple(self) -> tuple[str, float, float]:
         return ("exponential", float(self.base), float(self.max))
+
+
+@dataclass(frozen=True)
+class JobEvent:
+    """One attempt's result, given to lifecycle hooks once the write that
+    recorded it has committed (a rejected or rolled-back result is never
+    reported)."""
+
+    job_id: int
+    run_lease: int
+    queue: str
+    kind: str
+    attempt: int
+    """The attempt that ended (1 for the first run)."""
+    state: str
+    """Where the job went: completed, retryable, snoozed, cancelled,
+    failed or dead_lettered."""
+    error: str | None
+    """The handler's error or cancel reason, when it gave one."""
 
 
 class Context:
@@ -293,22 +313,129 @@ class Worker:
         handler: Callable[..., Any],
         *,
         retry: FixedBackoff | ExponentialBackoff | None = None,
+        timeout: float | timedelta | None = None,
     ) -> "Worker":
         """Run `handler(job, ctx)` (or `handler(job)`) for jobs of `job`:
         a class decorated with @awa.job (the handler gets an instance), or
         a kind name (the handler gets the args dict). Sync handlers run on
         a thread pool, async ones on the worker's asyncio loop. `retry`
         sets the delay after a failed attempt (default: the database's
-        exponential backoff)."""
+        exponential backoff). `timeout` (seconds or a timedelta) is the
+        kind's default timeout, over the class's `@awa.job(timeout=...)`:
+        at it an async handler's task is cancelled, a sync one is
+        abandoned (its slot freed, a warning logged, `ctx.is_cancelled()`
+        turns True, its result ignored), and the attempt fails with an
+        error starting "timeout:", retried like any failure. A job's own
+        timeout wins."""
         if isinstance(job, str):
-            kind, job_type = job, None
+            kind, job_type, default = job, None, None
         else:
-            kind, job_type = spec_of(job).kind, job
+            spec = spec_of(job)
+            kind, job_type, default = spec.kind, job, spec.timeout
+        secs = timeout_seconds(timeout)
+        secs = default if secs is None else secs
         entry = _Kind(job_type, handler)
         invoke = entry.invoke_async if entry.is_async else entry.invoke
-        self._native.register(kind, invoke, entry.is_async, None if retry is None else retry._tuple())
+        self._native.register(kind, invoke, entry.is_async, None if retry is None else retry._tuple(), secs)
         self._kinds.append(entry)
         return self
+
+    def cron(
+        self,
+        name: str,
+        cron: str,
+        job: Any,
+        *,
+        timezone: str = "UTC",
+        catch_up: int | None = None,
+        queue: str | None = None,
+        priority: int | None = None,
+        max_attempts: int | None = None,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> "Worker":
+        """Declare a periodic job, as the Rust client's
+        `ClientBuilder::cron`: every tick of `cron` (5 or 6 fields, or
+        `@hourly`-style) in `timezone`, the maintenance leader enqueues
+        `job` (a typed job instance or an awa.RawJob; its class's kind,
+        queue, priority and max attempts unless given here) exactly once.
+        Upserted when the worker starts (created, or changed to this
+        definition); `catch_up=N` fires up to N ticks missed while no
+        leader ran (default: only the latest). Raises
+        awa.ValidationError at once for a bad schedule."""
+        spec = spec_of(job)
+        self._native.cron(
+            name,
+            cron,
+            spec.queue if queue is None else queue,
+            spec.kind,
+            to_json("schedule args", args_of(job)),
+            spec.priority if priority is None else priority,
+            spec.max_attempts if max_attempts is None else max_attempts,
+            None if metadata is None else to_json("schedule metadata", dict(metadata)),
+            timezone,
+            catch_up,
+        )
+        return self
+
+    def prune_schedules(self) -> "Worker":
+        """At start, delete every schedule in the database this worker
+        does not declare with `cron` (the code is the source of truth)."""
+        self._native.prune_schedules()
+        return self
+
+    def on_event(self, hook: Callable[[JobEvent], Any]) -> "Worker":
+        """Call `hook(event)` (an awa.JobEvent) after every result commits
+        (completed, retried, snoozed, cancelled, failed, dead-lettered),
+        once, in commit order, on the worker's hook thread: a slow hook
+        delays other hooks, never the jobs. An exception is logged and the
+        next event still comes. Not called by `awa.testing.work_one`."""
+        if not callable(hook):
+            raise TypeError(f"a hook must be callable, not {type(hook).__name__}")
+        self._native.on_event(lambda *fields: hook(JobEvent(*fields)))
+        return self
+
+    def on_completed(self, hook: Callable[[JobEvent], Any]) -> "Worker":
+        """Call `hook(event)` after each completion commits."""
+        return self._on_state("completed", hook)
+
+    def on_failed(self, hook: Callable[[JobEvent], Any]) -> "Worker":
+        """Call `hook(event)` after each job fails for good (attempts used
+        up, or a permanent error) without going to the dead-letter queue."""
+        return self._on_state("failed", hook)
+
+    def on_dead_lettered(self, hook: Callable[[JobEvent], Any]) -> "Worker":
+        """Call `hook(event)` after each job moves to the dead-letter queue."""
+        return self._on_state("dead_lettered", hook)
+
+    def _on_state(self, state: str, hook: Callable[[JobEvent], Any]) -> "Worker":
+        if not callable(hook):
+            raise TypeError(f"a hook must be callable, not {type(hook).__name__}")
+
+        def filtered(event: JobEvent) -> None:
+            if event.state == state:
+                hook(event)
+
+        return self.on_event(filtered)
+
+    def _work_one(self, queue: str) -> dict[str, Any] | None:
+        """See `awa.testing.work_one`."""
+        needs_loop = any(k.is_async for k in self._kinds)
+        loop = asyncio.new_event_loop() if needs_loop else None
+        thread = None
+        if loop is not None:
+            thread = threading.Thread(target=loop.run_forever, name="awa-asyncio-test", daemon=True)
+            thread.start()
+            for k in self._kinds:
+                k.loop = loop
+        try:
+            text = self._native.work_one(queue)
+        finally:
+            if loop is not None and thread is not None:
+                loop.call_soon_threadsafe(loop.stop)
+                thread.join(timeout=_LOOP_STOP_WAIT)
+                if not thread.is_alive():
+                    loop.close()
+        return None if text is None else json.loads(text)
 
     def register_rust_noop(self, kind: str) -> "Worker":
         """Complete jobs of `kind` in Rust without calling Python (a
