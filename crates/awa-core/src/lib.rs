@@ -19,6 +19,7 @@ pub mod routing;
 mod selection;
 pub mod sql;
 mod substrate;
+pub mod trace;
 mod unique;
 
 pub use ids::{Attempt, JobId, Priority, RunLease};

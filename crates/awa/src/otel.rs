@@ -44,7 +44,7 @@ use std::collections::HashMap;
 use tracing_opentelemetry::OpenTelemetrySpanExt as _;
 
 /// The metadata member that carries a job's trace context.
-pub const METADATA_KEY: &str = "awa_trace";
+pub use awa_core::trace::METADATA_KEY;
 
 /// The middleware that propagates trace context and traces attempts: add
 /// it to a worker's [`crate::ClientBuilder::middleware`] and to producer
