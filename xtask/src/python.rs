@@ -15,6 +15,8 @@ const TOOLS: &[(&str, &str)] = &[
     ("psycopg", "psycopg[binary]>=3.1"),
     ("pydantic", "pydantic>=2"),
     ("sqlalchemy", "sqlalchemy>=2"),
+    // Trace context from the producer (tests/test_traces.py).
+    ("opentelemetry.sdk", "opentelemetry-sdk>=1.20"),
     // The release check's `twine check` of the wheel's metadata.
     ("twine", "twine>=6"),
 ];

@@ -20,6 +20,7 @@ mod selection;
 pub mod sql;
 mod substrate;
 pub mod timeout;
+pub mod trace;
 mod unique;
 
 pub use ids::{Attempt, JobId, Priority, RunLease};

@@ -196,6 +196,35 @@ fn matrix() -> BTreeMap<&'static str, Row> {
             },
         );
     }
+    // The public producer's optional trace context (one per call).
+    if let Some(Row::Bounded { ok, refused }) = m.get_mut("enqueue") {
+        let with = |tp: &str, ts: &str| {
+            format!(
+                "{}, NULL, {tp}, {ts}",
+                enqueue_args("'q'", &PRIORITY.min.to_string(), "1")
+            )
+        };
+        let tp = "'00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01'";
+        ok.push(with(tp, "NULL"));
+        ok.push(with(tp, "''"));
+        ok.push(with(tp, &text_of(512)));
+        ok.push(format!(
+            "{}, p_traceparent => {tp}",
+            enqueue_args("'q'", "2", "NULL")
+        ));
+        for bad in [
+            "'01-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01'",
+            "'00-0AF7651916CD43DD8448EB211C80319C-b7ad6b7169203331-01'",
+            "'00-00000000000000000000000000000000-b7ad6b7169203331-01'",
+            "'00-0af7651916cd43dd8448eb211c80319c-0000000000000000-01'",
+            "'00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331'",
+            "''",
+        ] {
+            refused.push((with(bad, "NULL"), "22023"));
+        }
+        refused.push((with(tp, &text_of(513)), "22023"));
+        refused.push((with("NULL", "'k=v'"), "22023"));
+    }
     m.insert(
         "ready_append",
         Row::Bounded {

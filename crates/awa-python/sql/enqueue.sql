@@ -7,6 +7,9 @@
 -- element text or NULL: the casts below turn them into the function's
 -- types, so any driver that sends a list as text[] can call it. `unique`
 -- (the key specs, JSON text) is NULL as a whole when no job has one.
+-- `traceparent` and `tracestate` (one per call, text or NULL): the W3C
+-- trace context of the producer's current OpenTelemetry span, stored in
+-- each job's metadata by awa.enqueue; NULL when there is none.
 -- Always schema awa: awa.enqueue routes to the substrate that receives
 -- writes.
 SELECT job_id, inserted, scheduled
@@ -19,4 +22,6 @@ SELECT job_id, inserted, scheduled
         CAST(CAST(%(max_attempts)s AS text[]) AS integer[]),
         CAST(%(unique_keys)s AS text[]),
         CAST(CAST(%(metadata)s AS text[]) AS jsonb[]),
-        CAST(CAST(%(unique)s AS text[]) AS jsonb[]))
+        CAST(CAST(%(unique)s AS text[]) AS jsonb[]),
+        CAST(%(traceparent)s AS text),
+        CAST(%(tracestate)s AS text))

@@ -4,6 +4,7 @@
 //! runtime registry entry).
 
 use crate::handler::{JobHandler, Policies, Typed, WithPolicy};
+use crate::middleware::{Chain, Middleware, Wrapped};
 use crate::{Client, Error, Job, RetryPolicy};
 use awa_core::{QueueName, SchemaName};
 use awa_exec::worker::{Handler, JobEvent, Stats, StatsSnapshot, Worked, Worker, WorkerConfig};
@@ -49,6 +50,8 @@ pub struct ClientBuilder {
     error: Option<Error>,
     /// The failover watch of the pool, handed on to the started client.
     pub(crate) watch: Option<Arc<awa_maint::connect::Watch>>,
+    /// Wraps every handler and the started client's inserts.
+    pub(crate) middleware: Chain,
 }
 
 impl std::fmt::Debug for ClientBuilder {
@@ -83,6 +86,7 @@ impl ClientBuilder {
             prune_schedules: false,
             error: None,
             watch: None,
+            middleware: Chain::default(),
         }
     }
 
@@ -196,6 +200,16 @@ impl ClientBuilder {
             }
             Err(err) => self.fail(err.into()),
         }
+        self
+    }
+
+    /// Wrap every attempt this worker runs, and every insert of the client
+    /// `start` returns, in `middleware`, inside any added before: the
+    /// first added runs first on the way in and last on the way out. The
+    /// retry policy applies to what the outermost middleware returns. See
+    /// [`crate::middleware`] for how errors pass through.
+    pub fn middleware(mut self, middleware: impl Middleware) -> Self {
+        self.middleware = self.middleware.with(Arc::new(middleware));
         self
     }
 
@@ -338,18 +352,30 @@ impl ClientBuilder {
         config.kind_timeouts = self.timeouts.clone();
         let mut worker = Worker::new(self.pool.clone(), config.clone());
         let policies = Arc::new(self.policies.clone());
+        // Policy outermost, then the middleware, then the handler; without
+        // middleware nothing is added between policy and handler.
+        let wrap = |handler: &Arc<dyn Handler>| -> Arc<dyn Handler> {
+            if self.middleware.is_empty() {
+                handler.clone()
+            } else {
+                Arc::new(Wrapped {
+                    chain: self.middleware.clone(),
+                    inner: handler.clone(),
+                })
+            }
+        };
         for (kind, handler) in &self.handlers {
             worker.register(
                 kind.clone(),
                 WithPolicy {
-                    inner: handler.clone(),
+                    inner: wrap(handler),
                     policies: policies.clone(),
                 },
             );
         }
         if let Some(handler) = &self.default_handler {
             worker.register_default(WithPolicy {
-                inner: handler.clone(),
+                inner: wrap(handler),
                 policies,
             });
         }
@@ -447,6 +473,7 @@ impl ClientBuilder {
             prune_schedules: self.prune_schedules,
             error: None,
             watch: self.watch.clone(),
+            middleware: self.middleware.clone(),
         }
     }
 
@@ -543,6 +570,7 @@ impl ClientBuilder {
         }));
         Ok(Client {
             watch: self.watch.clone(),
+            middleware: self.middleware.clone(),
             runtime: Some(Arc::new(Runtime {
                 parts: Mutex::new(Some(Parts {
                     stop: stop_tx,

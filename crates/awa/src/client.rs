@@ -1,6 +1,7 @@
 //! The producer side: inserting typed or untyped jobs, in the caller's
 //! transaction or on the pool.
 
+use crate::middleware::{Chain, EnqueueNext, Middleware, Path};
 use crate::{Error, InsertOpts, Job, job::new_job};
 use awa_core::{JobId, JobSelection, NewJob, SchemaName};
 use awa_ready::{PgReadyPlane, ReadyPlane};
@@ -84,6 +85,9 @@ pub struct Client {
     /// it to the new primary after a failover, as long as a client (or a
     /// builder from [`Client::to_builder`]) holds it.
     pub(crate) watch: Option<Arc<awa_maint::connect::Watch>>,
+    /// Wraps every insert (outermost first); empty: inserts go straight
+    /// to the producer.
+    pub(crate) middleware: Chain,
 }
 
 /// Where a client's work goes.
@@ -117,6 +121,7 @@ impl Client {
             target: Target::routed(),
             runtime: None,
             watch: None,
+            middleware: Chain::default(),
         }
     }
 
@@ -129,6 +134,7 @@ impl Client {
             target: Target::Pinned(schema),
             runtime: None,
             watch: None,
+            middleware: Chain::default(),
         }
     }
 
@@ -148,6 +154,16 @@ impl Client {
         Ok(client)
     }
 
+    /// This client with `middleware` wrapping every insert, inside any
+    /// added before (see [`crate::middleware`] for the order and how
+    /// errors pass). A worker's middleware is added on its
+    /// [`crate::ClientBuilder::middleware`] instead, which wraps both its
+    /// handlers and the started client's inserts.
+    pub fn with_middleware(mut self, middleware: impl Middleware) -> Self {
+        self.middleware = self.middleware.with(Arc::new(middleware));
+        self
+    }
+
     /// A worker client: add queues and handlers, then `start()`.
     pub fn builder(pool: PgPool) -> crate::ClientBuilder {
         crate::ClientBuilder::new(pool)
@@ -159,6 +175,7 @@ impl Client {
     pub fn to_builder(&self) -> crate::ClientBuilder {
         let mut builder = crate::ClientBuilder::new(self.pool.clone());
         builder.watch = self.watch.clone();
+        builder.middleware = self.middleware.clone();
         match &self.target {
             Target::Pinned(schema) => builder.schema(schema.clone()),
             Target::Routed(_) => builder,
@@ -278,13 +295,7 @@ impl Client {
     {
         let new = typed_batch(jobs)?;
         let mut conn = conn.acquire().await?;
-        let done = self
-            .producer(&mut conn)
-            .await?
-            .enqueue_copy(&mut conn, &new)
-            .await?;
-        count_enqueued(&new, &done);
-        Ok(done.into_iter().map(Inserted::from).collect())
+        self.through_middleware(&mut conn, new, Path::Copy).await
     }
 
     /// Insert untyped jobs (any kind, JSON args) in one round trip.
@@ -293,11 +304,54 @@ impl Client {
         A: Acquire<'c, Database = Postgres>,
     {
         let mut conn = conn.acquire().await?;
-        let done = self
-            .producer(&mut conn)
-            .await?
-            .enqueue(&mut conn, jobs)
-            .await?;
+        if self.middleware.is_empty() {
+            return self.write(&mut conn, jobs, Path::Array).await;
+        }
+        self.through_middleware(&mut conn, jobs.to_vec(), Path::Array)
+            .await
+    }
+
+    /// The insert, through the middleware when there is any.
+    async fn through_middleware(
+        &self,
+        conn: &mut sqlx::PgConnection,
+        jobs: Vec<NewJob>,
+        path: Path,
+    ) -> Result<Vec<Inserted>, Error> {
+        if self.middleware.is_empty() {
+            return self.write(conn, &jobs, path).await;
+        }
+        let sent = jobs.len();
+        let done = EnqueueNext {
+            rest: self.middleware.layers(),
+            client: self,
+            conn,
+            path,
+        }
+        .run(jobs)
+        .await?;
+        // Callers rely on one result per job, in order.
+        if done.len() != sent {
+            return Err(Error::Middleware(format!(
+                "an enqueue middleware returned {} results for {sent} jobs; return what next.run gives (one per job, in order)",
+                done.len()
+            )));
+        }
+        Ok(done)
+    }
+
+    /// The insert itself, after every middleware: the producer writes.
+    pub(crate) async fn write(
+        &self,
+        conn: &mut sqlx::PgConnection,
+        jobs: &[NewJob],
+        path: Path,
+    ) -> Result<Vec<Inserted>, Error> {
+        let producer = self.producer(conn).await?;
+        let done = match path {
+            Path::Array => producer.enqueue(conn, jobs).await?,
+            Path::Copy => producer.enqueue_copy(conn, jobs).await?,
+        };
         count_enqueued(jobs, &done);
         Ok(done.into_iter().map(Inserted::from).collect())
     }

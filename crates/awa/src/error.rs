@@ -53,6 +53,13 @@ pub enum Error {
     /// hint.
     #[error("database error: {}", awa_core::db_error::Described(.0))]
     Database(#[from] sqlx::Error),
+    /// A middleware refused the insert (see [`crate::middleware`]):
+    /// nothing was written. The message is the middleware's.
+    #[error("enqueue refused: {0}")]
+    Refused(String),
+    /// A middleware broke its contract (the message says how).
+    #[error("{0}")]
+    Middleware(String),
     /// Two handlers for one kind.
     #[error(
         "job kind {0:?} is registered twice; register one handler per kind (dispatch inside it if you need more)"

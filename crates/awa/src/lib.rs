@@ -58,6 +58,9 @@ mod client;
 mod error;
 mod handler;
 mod job;
+pub mod middleware;
+#[cfg(feature = "otel")]
+pub mod otel;
 mod retry;
 pub mod testing;
 
@@ -66,6 +69,7 @@ pub use client::{Client, Inserted, connect};
 pub use error::Error;
 pub use handler::JobHandler;
 pub use job::{InsertOpts, Job, new_job};
+pub use middleware::Middleware;
 pub use retry::RetryPolicy;
 
 /// `#[derive(Job)]`: see [`Job`].

@@ -78,6 +78,21 @@ pub struct EnqueueArgs {
     /// as awa_timeout_ms.
     #[arg(long, value_name = "DUR")]
     pub timeout: Option<String>,
+    /// The W3C trace context of the caller's span
+    /// (00-TRACEID-SPANID-FLAGS), stored in the metadata as
+    /// `awa_trace`: a worker tracing with OpenTelemetry makes the job's
+    /// span its child. Read from TRACEPARENT when set.
+    #[arg(long, env = "TRACEPARENT", value_name = "TRACEPARENT")]
+    pub traceparent: Option<String>,
+    /// The W3C tracestate that goes with --traceparent (at most 512
+    /// bytes). Read from TRACESTATE when set.
+    #[arg(
+        long,
+        env = "TRACESTATE",
+        value_name = "TRACESTATE",
+        requires = "traceparent"
+    )]
+    pub tracestate: Option<String>,
     /// Enqueue this many copies (1 to 1000000), all or none.
     #[arg(long, default_value_t = 1, allow_negative_numbers = true)]
     pub count: i64,

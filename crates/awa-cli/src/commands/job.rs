@@ -75,6 +75,20 @@ fn new_job(args: &EnqueueArgs) -> Result<NewJob, CliError> {
             )
         })?;
     }
+    if let Some(traceparent) = &args.traceparent {
+        let member = awa_core::trace::member(traceparent, args.tracestate.as_deref())?;
+        match job.metadata.get_or_insert_with(|| serde_json::json!({})) {
+            // A context given in --metadata is the caller's choice: kept.
+            serde_json::Value::Object(map) => {
+                map.entry(awa_core::trace::METADATA_KEY).or_insert(member);
+            }
+            _ => {
+                return Err(CliError::Usage(
+                    "--traceparent needs --metadata to be a JSON object (or left out)".into(),
+                ));
+            }
+        }
+    }
     job.validate()?;
     Ok(job)
 }

@@ -137,6 +137,8 @@ impl Running {
             "RUST_LOG",
             "NO_COLOR",
             "PGPASSWORD",
+            "TRACEPARENT",
+            "TRACESTATE",
         ] {
             if !cmd.get_envs().any(|(k, _)| k == var) {
                 cmd.env_remove(var);

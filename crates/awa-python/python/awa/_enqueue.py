@@ -18,6 +18,14 @@ from typing import Any, Iterable, Mapping, NamedTuple, Sequence
 from . import _awa
 from ._jobs import Unique, args_of, run_at_text, spec_of, timeout_seconds, to_json
 
+try:  # Trace context travels with the job when OpenTelemetry is installed.
+    from opentelemetry import trace as _otel_trace
+    from opentelemetry.trace.propagation.tracecontext import (
+        TraceContextTextMapPropagator as _TraceContext,
+    )
+except ImportError:  # pragma: no cover - exercised without the package
+    _otel_trace = None
+
 
 class Enqueued(NamedTuple):
     """What one enqueue did."""
@@ -141,7 +149,22 @@ def params(items: Iterable[Any], options: Mapping[str, Any]) -> dict[str, Any]:
     # No key spec at all: NULL, the SQL's cheapest test.
     if all(u is None for u in columns["unique"]):
         columns["unique"] = None
+    columns["traceparent"], columns["tracestate"] = trace_context()
     return columns
+
+
+def trace_context() -> tuple[str | None, str | None]:
+    """The W3C traceparent and tracestate of the current OpenTelemetry
+    span, or (None, None): when `opentelemetry` is not importable or no
+    valid span is current. awa.enqueue stores them in each job's metadata
+    ("awa_trace"), where the worker's span finds its parent."""
+    if _otel_trace is None:
+        return None, None
+    if not _otel_trace.get_current_span().get_span_context().is_valid:
+        return None, None
+    carrier: dict[str, str] = {}
+    _TraceContext().inject(carrier)
+    return carrier.get("traceparent"), carrier.get("tracestate") or None
 
 
 def _rows(rows: Sequence[Any]) -> list[Enqueued]:
