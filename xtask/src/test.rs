@@ -1,117 +1,245 @@
 //! `cargo xtask test`: the benchmark smoke run, the short chaos suite, the
-//! whole suite (cargo-nextest when installed, else cargo test), on one
-//! throwaway cluster, then the Python suite and the release check.
+//! whole suite (cargo-nextest when installed, else cargo test), the doc
+//! tests, the Python suite and the release check; at the end, the time
+//! each phase took.
 //!
-//! Without this, each test binary starts its own cluster (the harness does
-//! that by itself); sharing one through DATABASE_URL saves a cluster start
-//! per binary. Per-test databases keep tests isolated either way. The smoke
-//! run (`bench --quick`) goes first so the test summary is the last thing
-//! printed; it only checks that every scenario runs, never its speed.
+//! Two lines run side by side, because most of the suites wait on
+//! PostgreSQL, on processes they started, or on sleeps, while compiling
+//! keeps both cores busy:
 //!
-//! The Python client's suite (pytest, `crates/awa-python/tests`) runs
-//! next, on the same cluster, after its wheel is built into a virtual
-//! environment under the target directory (`python_suite`).
+//! * here: the Rust suite (nextest builds every test binary, then runs
+//!   them side by side);
+//! * beside it: the smoke run (`bench --quick`: only checks that every
+//!   scenario runs and reports, never its speed), the chaos suite's short
+//!   form, the doc tests, the Python client's wheel and its suite (pytest,
+//!   `crates/awa-python/tests`) with `cargo doc` of the release check.
 //!
-//! The release check (`cargo xtask release-check`: packages, licenses,
-//! docs, the wheel's metadata) comes last and reuses that wheel; its
-//! `cargo doc` runs beside pytest, which mostly waits on PostgreSQL.
+//! The `awa` binary the chaos suite drives is built first, so that the
+//! chaos suite does not wait on cargo's lock while the test binaries are
+//! built; the doc tests, the wheel and `cargo doc` need the lock and get it
+//! once nextest has built and runs its binaries (it needs the lock no
+//! more). The release check's packaging comes last and reuses the wheel.
 //!
-//! The chaos suite (`cargo xtask chaos`, short form) restarts PostgreSQL
-//! under load, so it never gets the shared cluster: it starts its own,
-//! unless the caller set DATABASE_URL, in which case it uses that and skips
-//! the restart fault.
+//! The Rust and Python suites share one throwaway cluster (DATABASE_URL):
+//! each test makes a database of its own there. The smoke run and the
+//! chaos suite each get a private cluster (unless the caller set
+//! DATABASE_URL, which they then use; chaos then skips the restart fault):
+//! the chaos suite restarts its PostgreSQL, and the smoke run resets
+//! cluster-wide statistics.
 
 use crate::BoxError;
 use awa_harness::PgServer;
 use std::path::{Path, PathBuf};
-use std::process::{Command, ExitCode};
+use std::process::{Command, ExitCode, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// The wall-clock time each phase took, and when it started, printed at
+/// the end of the run, so a slow CI says where its time went. Shared by the
+/// two lines of suites (see the module comment).
+#[derive(Debug, Clone)]
+struct Phases {
+    began: Instant,
+    done: Arc<Mutex<Vec<Phase>>>,
+}
+
+/// A phase's name, when it started (since the run began) and how long it took.
+type Phase = (&'static str, Duration, Duration);
+
+impl Phases {
+    fn new() -> Self {
+        Self {
+            began: Instant::now(),
+            done: Arc::default(),
+        }
+    }
+
+    /// Runs `phase`, noting when it started and how long it took.
+    fn time<T>(&self, name: &'static str, phase: impl FnOnce() -> T) -> T {
+        let start = Instant::now();
+        let out = phase();
+        let (at, took) = (start - self.began, start.elapsed());
+        self.done
+            .lock()
+            .expect("phases lock")
+            .push((name, at, took));
+        out
+    }
+}
+
+impl Drop for Phases {
+    /// The last clone (the run's own) prints the table.
+    fn drop(&mut self) {
+        if Arc::strong_count(&self.done) > 1 {
+            return;
+        }
+        let mut done = self.done.lock().expect("phases lock");
+        done.sort_by_key(|(_, at, _)| *at);
+        println!("\nphase times (started at, took; phases overlap):");
+        for (name, at, took) in done.iter() {
+            println!(
+                "  {name:<28} {:>7.1} s {:>7.1} s",
+                at.as_secs_f64(),
+                took.as_secs_f64()
+            );
+        }
+        println!(
+            "  {:<28} {:>17.1} s",
+            "wall clock",
+            self.began.elapsed().as_secs_f64()
+        );
+    }
+}
 
 pub async fn run(args: Vec<String>) -> Result<ExitCode, BoxError> {
+    let phases = Phases::new();
     let user_url = std::env::var("DATABASE_URL")
         .ok()
         .filter(|u| !u.trim().is_empty());
     let server = PgServer::shared().await?;
+    let url = server.url().to_string();
+
+    let awa = match phases.time("build awa (for chaos)", crate::chaos::awa_binary) {
+        Ok(awa) => awa,
+        Err(err) => {
+            eprintln!("error: the chaos suite's awa binary: {err}");
+            return Ok(ExitCode::FAILURE);
+        }
+    };
+    let beside = std::thread::spawn({
+        let phases = phases.clone();
+        let url = url.clone();
+        move || beside(&phases, user_url.as_deref(), &awa, &url)
+    });
+    let rust = phases.time("nextest (build and run)", || rust_suite(&args, &url));
+    let beside = beside
+        .join()
+        .map_err(|_| "the side-by-side suites panicked")?;
+    drop(server);
+    let release = phases.time("release check (packages)", || {
+        crate::release::check(
+            beside.docs_ok,
+            beside
+                .wheel
+                .as_ref()
+                .map(|(venv, w)| (venv.as_path(), w.as_path())),
+        )
+    });
+    Ok(if rust && beside.ok && release {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
+
+/// What the suites beside the Rust suite found.
+#[derive(Debug)]
+struct Beside {
+    /// Smoke run, chaos, doc tests and pytest all passed.
+    ok: bool,
+    /// `cargo doc` was warning-free.
+    docs_ok: bool,
+    /// The venv and the wheel built in it.
+    wheel: Option<(PathBuf, PathBuf)>,
+}
+
+/// The suites that run beside the Rust suite, one after the other (see the
+/// module comment). Every failure is said on stderr; each suite runs even
+/// when an earlier one failed, so one run reports them all.
+fn beside(phases: &Phases, user_url: Option<&str>, awa: &Path, url: &str) -> Beside {
+    let exe = std::env::current_exe();
+    let private = |cmd: &mut Command| {
+        // Without the shared cluster's URL: see the module comment.
+        match user_url {
+            Some(url) => cmd.env("DATABASE_URL", url),
+            None => cmd.env_remove("DATABASE_URL"),
+        };
+    };
+    let mut ok = true;
     // The JSON document goes nowhere: the smoke run checks that every
     // scenario runs and reports, not what it measures.
-    let smoke = Command::new(std::env::current_exe()?)
-        .args(["bench", "--quick", "--json"])
-        .env("DATABASE_URL", server.url())
-        .stdout(std::process::Stdio::null())
-        .status()?;
-    if !smoke.success() {
+    let smoke = phases.time("bench smoke (--quick)", || {
+        let mut cmd = Command::new(exe.as_ref().ok()?);
+        cmd.args(["bench", "--quick", "--json"])
+            .stdout(Stdio::null());
+        private(&mut cmd);
+        cmd.status().ok()
+    });
+    if smoke.is_some_and(|s| s.success()) {
+        println!("benchmark smoke run: every scenario ran");
+    } else {
         eprintln!("error: the benchmark smoke run (cargo xtask bench --quick) failed");
-        return Ok(ExitCode::FAILURE);
+        ok = false;
     }
-    println!("benchmark smoke run: every scenario ran");
-
-    // Without the shared cluster's URL: see the module comment.
-    let mut chaos = Command::new(std::env::current_exe()?);
-    chaos.arg("chaos");
-    if let Some(url) = &user_url {
-        chaos.env("DATABASE_URL", url);
-    } else {
-        chaos.env_remove("DATABASE_URL");
-    }
-    if !chaos.status()?.success() {
+    let chaos = phases.time("chaos (short form)", || {
+        let mut cmd = Command::new(exe.as_ref().ok()?);
+        cmd.arg("chaos").arg("--awa").arg(awa);
+        private(&mut cmd);
+        cmd.status().ok()
+    });
+    if !chaos.is_some_and(|s| s.success()) {
         eprintln!("error: the chaos suite (cargo xtask chaos) failed");
-        return Ok(ExitCode::FAILURE);
+        ok = false;
     }
-
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    // cargo-nextest, when installed, runs test binaries side by side (the
-    // suite takes about half as long on two cores); it does not run
-    // doctests, so those follow with cargo test. Without it, cargo test
-    // runs everything. Either way every failure is reported, not only the
-    // first failing binary's.
-    let nextest = Command::new(&cargo)
-        .args(["nextest", "--version"])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    let ok = if nextest {
-        let tests = Command::new(&cargo)
-            .args(["nextest", "run", "--workspace", "--no-fail-fast"])
-            .args(&args)
-            .env("DATABASE_URL", server.url())
-            .status()?;
-        let docs = Command::new(&cargo)
-            .args(["test", "--workspace", "--doc"])
-            .env("DATABASE_URL", server.url())
-            .status()?;
-        tests.success() && docs.success()
-    } else {
-        Command::new(&cargo)
-            .args(["test", "--workspace", "--no-fail-fast"])
-            .args(&args)
-            .env("DATABASE_URL", server.url())
-            .status()?
-            .success()
-    };
-    let wheel = python_build();
+    // cargo-nextest does not run doctests: cargo test does (with plain
+    // cargo test, the Rust suite ran them already).
+    if nextest_installed() {
+        let docs = phases.time("doc tests", || {
+            Command::new(cargo())
+                .args(["test", "--workspace", "--doc"])
+                .env("DATABASE_URL", url)
+                .status()
+        });
+        if !docs.is_ok_and(|s| s.success()) {
+            eprintln!("error: the doc tests (cargo test --workspace --doc) failed");
+            ok = false;
+        }
+    }
+    let wheel = phases.time("python wheel", python_build);
     let docs = crate::release::DocCheck::start();
-    let python = wheel
-        .as_ref()
-        .is_some_and(|(venv, _)| pytest(venv, server.url()));
-    drop(server);
-    let docs_ok = match docs {
+    ok &= phases.time("pytest (beside cargo doc)", || {
+        wheel.as_ref().is_some_and(|(venv, _)| pytest(venv, url))
+    });
+    let docs_ok = phases.time("cargo doc (rest of)", || match docs {
         Ok(docs) => docs.finish(),
         Err(err) => {
             eprintln!("error: release check: {err}");
             false
         }
-    };
-    let release = crate::release::check(
-        docs_ok,
-        wheel
-            .as_ref()
-            .map(|(venv, w)| (venv.as_path(), w.as_path())),
-    );
-    Ok(if ok && python && release {
-        ExitCode::SUCCESS
+    });
+    Beside { ok, docs_ok, wheel }
+}
+
+fn cargo() -> String {
+    std::env::var("CARGO").unwrap_or_else(|_| "cargo".into())
+}
+
+fn nextest_installed() -> bool {
+    Command::new(cargo())
+        .args(["nextest", "--version"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// The Rust suite on the shared cluster: cargo-nextest when installed (it
+/// runs test binaries side by side), else cargo test (doctests included).
+/// Either way every failure is reported, not only the first failing
+/// binary's. True when it passed.
+fn rust_suite(args: &[String], url: &str) -> bool {
+    let mut cmd = Command::new(cargo());
+    if nextest_installed() {
+        cmd.args(["nextest", "run", "--workspace", "--no-fail-fast"]);
     } else {
-        ExitCode::FAILURE
-    })
+        cmd.args(["test", "--workspace", "--no-fail-fast"]);
+    }
+    let status = cmd.args(args).env("DATABASE_URL", url).status();
+    if !status.is_ok_and(|s| s.success()) {
+        eprintln!("error: the Rust suite failed");
+        return false;
+    }
+    true
 }
 
 /// The Python client's environment: `target/py-venv` with the wheel built

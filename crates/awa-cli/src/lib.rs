@@ -14,7 +14,6 @@ mod handlers;
 mod input;
 mod output;
 mod progress;
-mod shutdown;
 
 use clap::Parser;
 use std::process::ExitCode;

@@ -8,8 +8,11 @@
 //! record call is one atomic load. The names are the ones Prometheus shows
 //! (a counter gains `_total`, a histogram in seconds `_seconds`) and the
 //! ones `docs/grafana-awa.json` charts.
+//!
+//! A leaf of the crate: the worker and the plane call in with plain values
+//! (queue, kind, outcome), and nothing here names their types, so the
+//! instruments stand below everything that records through them.
 
-use crate::{Finished, worker::About};
 use awa_core::JobState;
 use opentelemetry::KeyValue;
 use opentelemetry::metrics::{Counter, Histogram, Meter};
@@ -113,23 +116,23 @@ pub(crate) fn finish_round_trip(took: Duration) {
     }
 }
 
-pub(crate) fn handler_ran(job: Option<&About>, took: Duration) {
-    if let (Some(m), Some(job)) = (INSTRUMENTS.get(), job) {
-        m.handler
-            .record(took.as_secs_f64(), &labels(job.queue.as_str(), &job.kind));
+pub(crate) fn handler_ran(queue: &str, kind: &str, took: Duration) {
+    if let Some(m) = INSTRUMENTS.get() {
+        m.handler.record(took.as_secs_f64(), &labels(queue, kind));
     }
 }
 
-/// One row `finish` returned, with the job it was about.
-pub(crate) fn finished(f: &Finished, job: Option<&About>) {
+/// One row `finish` returned: whether it was `accepted` and where the job
+/// went, for the job in `queue` of `kind` (`"unknown"` when the worker did
+/// not keep them).
+pub(crate) fn finished(accepted: bool, next_state: Option<JobState>, queue: &str, kind: &str) {
     let Some(m) = INSTRUMENTS.get() else { return };
-    let (queue, kind) = job.map_or(("unknown", "unknown"), |j| (j.queue.as_str(), &*j.kind));
     let labels = labels(queue, kind);
-    if !f.accepted {
+    if !accepted {
         m.rejected.add(1, &labels);
         return;
     }
-    let counter = match f.next_state {
+    let counter = match next_state {
         Some(JobState::Completed) => &m.completed,
         Some(JobState::Retryable) => &m.retried,
         Some(JobState::Failed) => &m.failed,

@@ -5,7 +5,7 @@ use async_trait::async_trait;
 use awa_core::{
     AttemptToken, ClaimedJob, JobId, JobState, QueueName, RunLease, SchemaName, sql::statement,
 };
-use sqlx::{PgConnection, Row};
+use sqlx::{Connection, PgConnection, Row};
 use std::time::Duration;
 
 /// The claim frontier candidate carried from one claim to the next (see
@@ -175,7 +175,10 @@ pub trait ExecPlane: Send + Sync + std::fmt::Debug {
     ) -> Result<Option<serde_json::Value>, ExecError>;
 
     /// Cancel a job wherever it is; the state it was cancelled from, or
-    /// None when it was unknown or already terminal.
+    /// None when it was unknown or already terminal. Outside a
+    /// transaction, a serialization failure (a finish racing for the same
+    /// attempt) is retried here; inside one it is returned, the
+    /// transaction being aborted.
     async fn cancel_job(
         &self,
         conn: &mut PgConnection,
@@ -202,6 +205,11 @@ pub trait ExecPlane: Send + Sync + std::fmt::Debug {
         limit: i32,
     ) -> Result<u64, ExecError>;
 }
+
+/// How many times `cancel_job` runs again after a serialization failure
+/// before it returns the error (see `cancel_job`): more than racers for
+/// one job ever need in the tests (`batches.rs` races four).
+const CANCEL_RETRIES: u32 = 50;
 
 #[derive(Debug, Clone)]
 pub struct PgExecPlane {
@@ -467,14 +475,35 @@ impl ExecPlane for PgExecPlane {
         conn: &mut PgConnection,
         job: JobId,
     ) -> Result<Option<String>, ExecError> {
-        let from: Option<String> = sqlx::query_scalar(statement(
-            include_str!("../sql/call_cancel_job.sql"),
-            &self.schema,
-        ))
-        .bind(job.0)
-        .fetch_one(conn)
-        .await?;
-        Ok(from)
+        // Cancelling a running attempt finishes it through `finish`, which
+        // under contention for the same rows may give up with SQLSTATE
+        // 40001 (serialization failure: the call rolled back, nothing was
+        // written). On its own the call is then simply run again, here
+        // rather than by every caller; inside the caller's transaction
+        // that transaction is aborted, so the error is the caller's.
+        let mut failed = 0u32;
+        loop {
+            let cancelled = sqlx::query_scalar(statement(
+                include_str!("../sql/call_cancel_job.sql"),
+                &self.schema,
+            ))
+            .bind(job.0)
+            .fetch_one(&mut *conn)
+            .await;
+            match cancelled {
+                Ok(from) => return Ok(from),
+                Err(sqlx::Error::Database(db))
+                    if db.code().as_deref() == Some("40001")
+                        && !conn.is_in_transaction()
+                        && failed < CANCEL_RETRIES =>
+                {
+                    failed += 1;
+                    // A short pause that grows, so racers spread out.
+                    tokio::time::sleep(Duration::from_millis(u64::from(failed.min(20)) * 5)).await;
+                }
+                Err(err) => return Err(err.into()),
+            }
+        }
     }
 
     async fn rescue_bound(&self, conn: &mut PgConnection) -> Result<Option<Duration>, ExecError> {

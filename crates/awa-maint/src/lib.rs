@@ -13,11 +13,13 @@ pub mod cron;
 mod error;
 pub mod leader;
 pub mod migrate;
+mod shutdown;
 pub mod substrate;
 pub mod tasks;
 
 pub use error::MaintError;
 pub use migrate::{LATEST_VERSION, MigrateReport, Migration, migrate, migrate_to, migrations};
+pub use shutdown::shutdown_signal;
 
 /// A fresh, migrated database for one test (feature `test-support`).
 #[cfg(feature = "test-support")]

@@ -454,7 +454,12 @@ async fn racing_finishers_of_one_batch_finish_each_item_once() {
                     if racer == 3 {
                         // The operator cancels one job at a time.
                         for j in chunk {
-                            let r = cancel_retrying_40001(&pool, j.token.job_id).await;
+                            // Retried on 40001 by cancel_job itself.
+                            let mut conn = pool.acquire().await.unwrap();
+                            let r = PgExecPlane::new(schema())
+                                .cancel_job(&mut conn, j.token.job_id)
+                                .await
+                                .expect("cancel_job");
                             match r.as_deref() {
                                 Some("running") => {
                                     won.push((j.token.job_id, "cancelled".to_owned()))
@@ -635,22 +640,4 @@ async fn finish_retrying_40001(
         }
     }
     panic!("finish lost the race 50 calls in a row")
-}
-
-/// `cancel_job` finishes a running attempt through `finish`, so it shares
-/// its contract: a 40001 wrote nothing and is retried.
-async fn cancel_retrying_40001(pool: &sqlx::PgPool, job: JobId) -> Option<String> {
-    for _ in 0..50 {
-        let mut conn = pool.acquire().await.unwrap();
-        match PgExecPlane::new(schema()).cancel_job(&mut conn, job).await {
-            Ok(from) => return from,
-            Err(awa_exec::ExecError::Database(sqlx::Error::Database(db)))
-                if db.code().as_deref() == Some("40001") =>
-            {
-                tokio::time::sleep(std::time::Duration::from_millis(5)).await;
-            }
-            Err(err) => panic!("cancel failed: {err}"),
-        }
-    }
-    panic!("cancel lost the race 50 calls in a row")
 }

@@ -1,5 +1,9 @@
-//! Hygiene checks that run with `cargo test`: SQL files are all used, and
-//! only plane and composition crates issue SQL.
+//! Hygiene checks that run with `cargo test`: SQL files are all used, only
+//! plane and composition crates issue SQL, and the modules drawn from the
+//! imports (each Rust crate's, the Python package's) form no circle.
+
+#[path = "tidy/layout.rs"]
+mod layout;
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -84,4 +88,75 @@ fn only_plane_and_composition_crates_issue_sql() {
             }
         }
     }
+}
+
+/// What is used stands below what uses it: a circle in a crate's module
+/// graph (see `tidy/layout.rs` for how it is drawn) means no module of it
+/// can be read, tested or moved without the others.
+#[test]
+fn rust_modules_form_no_circles() {
+    let root = workspace_root();
+    let mut srcs: Vec<PathBuf> = fs::read_dir(root.join("crates"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.path().join("src"))
+        .filter(|p| p.is_dir())
+        .collect();
+    srcs.push(root.join("xtask/src"));
+    srcs.sort();
+    let mut found = Vec::new();
+    for src in &srcs {
+        for circle in layout::rust_crate(src).circles() {
+            let krate = src.parent().unwrap().strip_prefix(&root).unwrap();
+            found.push(format!("{}: {}", krate.display(), circle.join(" <-> ")));
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "modules that import each other (move what they share into a module \
+         below both):\n{}",
+        found.join("\n")
+    );
+}
+
+#[test]
+fn python_modules_form_no_circles() {
+    let dir = workspace_root().join("crates/awa-python/python/awa");
+    let circles = layout::python_package(&dir, "awa").circles();
+    assert!(
+        circles.is_empty(),
+        "Python modules that import each other (move what they share into a \
+         module below both): {circles:?}"
+    );
+}
+
+/// The check must see the circles this crate's history had, or it proves
+/// nothing: a graph drawn from a tree with one put back must have it.
+#[test]
+fn the_circle_check_sees_a_circle() {
+    let dir = std::env::temp_dir().join(format!("awa-tidy-circle-{}", std::process::id()));
+    let src = dir.join("src");
+    fs::create_dir_all(src.join("worker")).unwrap();
+    fs::write(src.join("lib.rs"), "pub mod metrics;\nmod worker;\n").unwrap();
+    fs::write(src.join("metrics.rs"), "use crate::worker::About;\n").unwrap();
+    fs::write(
+        src.join("worker/mod.rs"),
+        "mod engine;\npub(crate) struct About;\npub use engine::Engine;\n",
+    )
+    .unwrap();
+    fs::write(
+        src.join("worker/engine.rs"),
+        "use super::About;\npub struct Engine;\nfn f() { crate::metrics::x(); }\n",
+    )
+    .unwrap();
+    let circles = layout::rust_crate(&src).circles();
+    let py = dir.join("py");
+    fs::create_dir_all(&py).unwrap();
+    fs::write(py.join("__init__.py"), "from ._a import f\n").unwrap();
+    fs::write(py.join("_a.py"), "def f():\n    from . import b\n").unwrap();
+    fs::write(py.join("b.py"), "from ._a import f\n").unwrap();
+    let py_circles = layout::python_package(&py, "pkg").circles();
+    fs::remove_dir_all(&dir).unwrap();
+    assert_eq!(circles, [["metrics", "worker", "worker::engine"]]);
+    assert_eq!(py_circles, [["_a", "b"]]);
 }

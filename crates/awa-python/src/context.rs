@@ -3,7 +3,7 @@
 //! Python class `awa.Context` wraps this one.
 
 use crate::error::{AwaError, ValidationError};
-use crate::worker::InPython;
+use crate::in_python::InPython;
 use awa::{JobContext, Progress};
 use pyo3::prelude::*;
 use std::sync::Arc;

@@ -25,6 +25,7 @@
 mod admin;
 mod context;
 mod error;
+mod in_python;
 mod lifecycle;
 mod validate;
 mod worker;

@@ -4,7 +4,7 @@
 //! (`awa.testing.work_one`).
 
 use crate::error::ValidationError;
-use crate::worker::InPython;
+use crate::in_python::InPython;
 use awa::planes::exec::worker::Worked;
 use pyo3::prelude::*;
 use std::sync::Arc;

@@ -4,7 +4,7 @@
 -- 54000 (program_limit_exceeded); never returns.
 --
 -- The one wording of the refusal, shared by every enqueue path
--- ({schema}.enqueue, call_enqueue_now.sql, call_enqueue_staged.sql), which
+-- ({schema}.enqueue, call_enqueue_append.sql), which
 -- call it only for a job already found over the limit, so the common path
 -- never enters PL/pgSQL for it.
 --

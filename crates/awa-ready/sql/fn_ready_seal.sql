@@ -10,7 +10,7 @@
 --
 -- 1. Propose S = G - 1 for the newest generation G such that no snapshot
 --    in use predates the rotation onto G. Every writer of ready_entries
---    (ready_append, call_enqueue_now, call_enqueue_staged, ready_relocate)
+--    (ready_append, call_enqueue_append, ready_relocate)
 --    reads its slot from the ledger and inserts into it within one
 --    top-level statement, whose snapshot stays registered, and so in
 --    pg_stat_activity.backend_xmin, until the statement ends. A writer that

@@ -5,6 +5,7 @@ use async_trait::async_trait;
 use awa_core::{JobId, NewJob, SchemaName, sql::statement};
 use sqlx::postgres::PgRow;
 use sqlx::{Connection, PgConnection, Row};
+use std::sync::LazyLock;
 
 /// What happened to one enqueued job.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -131,20 +132,17 @@ impl ReadyPlane for PgReadyPlane {
         let metadata: Vec<Option<&serde_json::Value>> =
             jobs.iter().map(|j| j.metadata.as_ref()).collect();
         if fast_path(jobs) {
-            let rows = sqlx::query(statement(
-                include_str!("../sql/call_enqueue_now.sql"),
-                &self.schema,
-            ))
-            .bind(&queues)
-            .bind(&kinds)
-            .bind(&args)
-            .bind(&priorities)
-            .bind(&max_attempts)
-            .bind(&metadata)
-            .bind(self.routed)
-            .fetch_all(&mut *conn)
-            .await
-            .map_err(ReadyError::from_database)?;
+            let rows = sqlx::query(statement(&APPEND_ARRAYS, &self.schema))
+                .bind(self.routed)
+                .bind(&queues)
+                .bind(&kinds)
+                .bind(&args)
+                .bind(&priorities)
+                .bind(&max_attempts)
+                .bind(&metadata)
+                .fetch_all(&mut *conn)
+                .await
+                .map_err(ReadyError::from_database)?;
             // No rows: this substrate does not receive writes now (a
             // storage transition moved them) and nothing was written; the
             // general path below forwards to the one that does.
@@ -192,7 +190,20 @@ fn enqueued(row: PgRow) -> Enqueued {
     }
 }
 
-/// The fast paths (call_enqueue_now.sql, call_enqueue_staged.sql) take a
+/// The fast paths' one statement, reading the batch from bound arrays
+/// (`enqueue`) or from the COPY staging table (`enqueue_copy`): see the
+/// header of call_enqueue_append.sql. Both parts are constants of this
+/// crate.
+static APPEND_ARRAYS: LazyLock<String> = LazyLock::new(|| {
+    include_str!("../sql/call_enqueue_append.sql")
+        .replace("{input}", include_str!("../sql/enqueue_input_arrays.sql"))
+});
+static APPEND_STAGED: LazyLock<String> = LazyLock::new(|| {
+    include_str!("../sql/call_enqueue_append.sql")
+        .replace("{input}", include_str!("../sql/enqueue_input_staged.sql"))
+});
+
+/// The fast paths (call_enqueue_append.sql) take a
 /// batch with no unique key, key spec or run_at: everything runnable now,
 /// no key to claim. Anything else goes through `{schema}.enqueue`.
 fn fast_path(jobs: &[NewJob]) -> bool {
@@ -289,14 +300,11 @@ impl PgReadyPlane {
             return Err(ReadyError::from_database(err));
         }
         copy.finish().await.map_err(ReadyError::from_database)?;
-        let rows = sqlx::query(statement(
-            include_str!("../sql/call_enqueue_staged.sql"),
-            &self.schema,
-        ))
-        .bind(self.routed)
-        .fetch_all(&mut *tx)
-        .await
-        .map_err(ReadyError::from_database)?;
+        let rows = sqlx::query(statement(&APPEND_STAGED, &self.schema))
+            .bind(self.routed)
+            .fetch_all(&mut *tx)
+            .await
+            .map_err(ReadyError::from_database)?;
         // No rows: not the write substrate now (see `enqueue`); the staged
         // rows are consumed either way, and the general path forwards.
         let out = if rows.is_empty() {

@@ -1,4 +1,4 @@
-//! The fast enqueue (one statement, call_enqueue_now.sql) and the COPY path
+//! The fast enqueue (one statement, call_enqueue_append.sql) and the COPY path
 //! (`PgReadyPlane::enqueue_copy`) against real PostgreSQL: they write
 //! exactly what `{schema}.enqueue` writes, keep input order, notify once
 //! per queue, refuse oversized jobs with nothing written, and leave nothing

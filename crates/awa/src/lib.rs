@@ -143,28 +143,10 @@ pub mod planes {
 pub use sqlx;
 
 /// Resolves on Ctrl-C or, on Unix, SIGTERM: what a worker process waits
-/// for before [`Client::shutdown`].
-pub async fn shutdown_signal() {
-    #[cfg(unix)]
-    {
-        use tokio::signal::unix::{SignalKind, signal};
-        match signal(SignalKind::terminate()) {
-            Ok(mut term) => {
-                tokio::select! {
-                    _ = tokio::signal::ctrl_c() => {}
-                    _ = term.recv() => {}
-                }
-            }
-            Err(_) => {
-                let _ = tokio::signal::ctrl_c().await;
-            }
-        }
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = tokio::signal::ctrl_c().await;
-    }
-}
+/// for before [`Client::shutdown`]. When neither signal can be watched it
+/// logs why and never resolves (the default signal actions still end the
+/// process).
+pub use awa_maint::shutdown_signal;
 
 /// The README's examples, compiled as doctests so it cannot drift from the
 /// API (it is what crates.io shows).

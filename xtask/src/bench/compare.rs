@@ -5,10 +5,10 @@
 
 use super::drain::DrainReport;
 use super::enqueue::EnqueueReport;
+use super::fmt::{num, rate};
 use super::pgstats::Cost;
 use super::pinned::PinnedReport;
 use super::procs::ProcsReport;
-use super::report::Report;
 use super::steady::{SteadyReport, SteadyRun};
 
 /// Whether a larger figure is the better one.
@@ -114,24 +114,32 @@ impl Out {
     }
 }
 
-pub fn compare(r: &Report) -> Vec<Compared> {
-    let Some(b) = &r.baseline else {
-        return Vec::new();
-    };
+/// One side's runs, as the report holds them (ours or the baseline's).
+#[derive(Debug, Clone, Copy)]
+pub struct Sides<'a> {
+    pub enqueue: Option<&'a EnqueueReport>,
+    pub drain: Option<&'a DrainReport>,
+    pub steady: Option<&'a SteadyReport>,
+    pub pinned: Option<&'a PinnedReport>,
+    pub procs: Option<&'a ProcsReport>,
+}
+
+/// Every figure both sides measured, ours beside the baseline's.
+pub fn compare(ours: &Sides<'_>, baseline: &Sides<'_>) -> Vec<Compared> {
     let mut out = Out(Vec::new());
-    if let (Some(o), Some(b)) = (&r.enqueue, &b.enqueue) {
+    if let (Some(o), Some(b)) = (ours.enqueue, baseline.enqueue) {
         enqueue(&mut out, o, b);
     }
-    if let (Some(o), Some(b)) = (&r.drain, &b.drain) {
+    if let (Some(o), Some(b)) = (ours.drain, baseline.drain) {
         drain(&mut out, o, b);
     }
-    if let (Some(o), Some(b)) = (&r.steady, &b.steady) {
+    if let (Some(o), Some(b)) = (ours.steady, baseline.steady) {
         steady(&mut out, o, b);
     }
-    if let (Some(o), Some(b)) = (&r.pinned, &b.pinned) {
+    if let (Some(o), Some(b)) = (ours.pinned, baseline.pinned) {
         pinned(&mut out, o, b);
     }
-    if let (Some(o), Some(b)) = (&r.procs, &b.procs) {
+    if let (Some(o), Some(b)) = (ours.procs, baseline.procs) {
         procs(&mut out, o, b);
     }
     out.0
@@ -241,7 +249,7 @@ fn steady(out: &mut Out, o: &SteadyReport, b: &SteadyReport) {
             steady_run(
                 out,
                 &format!("steady.{rate}"),
-                &format!("steady {}/s", super::report::num(rate as f64)),
+                &format!("steady {}/s", num(rate as f64)),
                 run,
                 base,
             );
@@ -276,7 +284,7 @@ fn pinned(out: &mut Out, o: &PinnedReport, b: &PinnedReport) {
     steady_run(
         out,
         "pinned.pinned",
-        &format!("pinned {}/s", super::report::num(o.rate as f64)),
+        &format!("pinned {}/s", num(o.rate as f64)),
         &o.pinned,
         &b.pinned,
     );
@@ -296,10 +304,7 @@ fn procs(out: &mut Out, o: &ProcsReport, b: &ProcsReport) {
             continue;
         };
         let key = format!("procs.{}", run.offered_rate);
-        let label = format!(
-            "procs {}/s (1 job/tx)",
-            super::report::rate(run.offered_rate)
-        );
+        let label = format!("procs {}/s (1 job/tx)", rate(run.offered_rate));
         out.push(
             format!("{key}.completions_per_s"),
             format!("{label}: completed/s"),

@@ -130,7 +130,7 @@ pub async fn run(ctx: &Ctx) -> Result<CostReport, BoxError> {
         };
         ctx.say(format!(
             "   cost {}/s: server CPU per job ours {} us, plain insert {} us{}: {}",
-            super::report::rate(rate),
+            super::fmt::rate(rate),
             o.map_or("-".into(), |v| format!("{v:.0}")),
             p.map_or("-".into(), |v| format!("{v:.0}")),
             b.map_or(String::new(), |v| format!(", baseline {v:.0} us")),

@@ -14,9 +14,11 @@ mod compare;
 mod cost;
 mod drain;
 mod enqueue;
+mod fmt;
 mod pgstats;
 mod pinned;
 mod plain;
+mod print;
 mod procs;
 mod profile;
 mod python;
@@ -24,6 +26,7 @@ mod report;
 mod soak;
 mod steady;
 mod system;
+mod targets;
 
 use crate::BoxError;
 use crate::fleet;
@@ -543,8 +546,8 @@ pub async fn run(args: BenchArgs) -> Result<ExitCode, BoxError> {
     }
     report.meta.seconds = started.elapsed().as_secs_f64();
     report.meta.load_after = loadavg();
-    report.targets = report::targets(&report);
-    report.comparison = compare::compare(&report);
+    report.targets = targets::targets(&report);
+    report.comparison = report.compared();
     report.notes = ctx.take_notes();
     let doc = serde_json::to_string_pretty(&report)?;
     if let Some(path) = &args.json_out {
@@ -553,7 +556,7 @@ pub async fn run(args: BenchArgs) -> Result<ExitCode, BoxError> {
     if args.json {
         println!("{doc}");
     } else {
-        report::print_human(&report);
+        print::print_human(&report);
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -650,7 +650,7 @@ pub async fn run_rate(
         } else {
             "procs"
         },
-        super::report::rate(rate)
+        super::fmt::rate(rate)
     );
     let total = rate * seconds;
     let bar = ctx.bar(total, label.clone());

@@ -7,7 +7,7 @@
 //! into `target/py-venv` first, in the profile of this xtask build.
 
 use super::Ctx;
-use super::report::num;
+use super::fmt::num;
 use super::system::System;
 use crate::BoxError;
 

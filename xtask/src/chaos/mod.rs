@@ -49,6 +49,20 @@ pub struct ChaosArgs {
     awa: Option<PathBuf>,
 }
 
+/// The `awa` binary for a later `chaos --awa PATH` (`cargo xtask test`):
+/// built now, and copied out of cargo's way, so that a build running
+/// meanwhile cannot replace the file the suite starts processes from.
+pub fn awa_binary() -> Result<PathBuf, BoxError> {
+    let built = awa_bin::build()?;
+    let dir = crate::python::target_dir().join("chaos");
+    std::fs::create_dir_all(&dir)?;
+    let copy = dir.join("awa");
+    // Remove first: the old copy may still be running (ETXTBSY on write).
+    let _ = std::fs::remove_file(&copy);
+    std::fs::copy(&built, &copy)?;
+    Ok(copy)
+}
+
 pub async fn run(args: ChaosArgs) -> Result<ExitCode, BoxError> {
     let chosen: Vec<Scenario> = if args.scenarios.is_empty() {
         Scenario::ALL.to_vec()

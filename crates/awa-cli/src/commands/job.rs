@@ -2,7 +2,7 @@
 
 use crate::cli::{Cli, EnqueueArgs, JobCommand, JobListArgs};
 use crate::{db, error::CliError, input, output, progress::Progress};
-use awa_core::{JobSelection, JobState, NewJob, Priority, QueueName, Unique, bounds};
+use awa_core::{JobState, NewJob, Priority, QueueName, Unique, bounds};
 use awa_exec::{AttemptProgress, PgExecPlane};
 use awa_history::{HistoryPlane, JobFilter, JobView, PgHistoryPlane};
 use awa_ready::{Enqueued, PgReadyPlane, ReadyPlane};
@@ -525,24 +525,4 @@ fn holder_cell(h: &awa_history::Holder) -> String {
         }
         _ => format!("{} (gone)", h.instance_id),
     }
-}
-
-/// The selection of a bulk action, checked before connecting.
-pub(crate) fn selection(
-    queue: &str,
-    state: Option<&str>,
-    kind: Option<&str>,
-    args_contains: Option<&str>,
-) -> Result<JobSelection, CliError> {
-    Ok(JobSelection {
-        queue: QueueName::new(queue.to_string())?,
-        state: state
-            .map(str::parse::<JobState>)
-            .transpose()
-            .map_err(CliError::Usage)?,
-        kind: kind.map(str::to_string),
-        args_contains: args_contains
-            .map(|text| input::json("--args-contains", text))
-            .transpose()?,
-    })
 }

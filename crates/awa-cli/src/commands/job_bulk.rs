@@ -1,10 +1,9 @@
 //! `awa job retry ...` and `awa job cancel --queue ...`: acting on one
 //! failed job, or on every job a selection names.
 
-use super::job::selection;
 use crate::cli::{Cli, JobCancelArgs, JobRetryArgs};
 use crate::{db, error::CliError, input, output};
-use awa_core::{JobSelection, JobState, SchemaName, SelectionFor};
+use awa_core::{JobSelection, JobState, QueueName, SchemaName, SelectionFor};
 use sqlx::PgConnection;
 
 /// `awa job retry ID`: put one failed or cancelled job back as fresh work.
@@ -118,4 +117,24 @@ async fn select(
     let mut conn = db::connect_migrated(url).await?;
     let reads = db::routing(cli, &mut conn).await?.reads();
     Ok((sel, conn, reads))
+}
+
+/// The selection of a bulk action, checked before connecting.
+fn selection(
+    queue: &str,
+    state: Option<&str>,
+    kind: Option<&str>,
+    args_contains: Option<&str>,
+) -> Result<JobSelection, CliError> {
+    Ok(JobSelection {
+        queue: QueueName::new(queue.to_string())?,
+        state: state
+            .map(str::parse::<JobState>)
+            .transpose()
+            .map_err(CliError::Usage)?,
+        kind: kind.map(str::to_string),
+        args_contains: args_contains
+            .map(|text| input::json("--args-contains", text))
+            .transpose()?,
+    })
 }

@@ -1,7 +1,7 @@
 //! `awa maint ...`
 
 use crate::cli::{Cli, MaintCommand, MaintRunArgs};
-use crate::{db, error::CliError, input, output, shutdown};
+use crate::{db, error::CliError, input, output};
 use awa_core::bounds;
 use awa_maint::leader::{self, LeaderConfig, Role};
 use awa_maint::tasks::{MaintSettings, MaintTask, TaskOutcome};
@@ -117,7 +117,7 @@ async fn run_maint(cli: &Cli, args: &MaintRunArgs) -> Result<(), CliError> {
         eprintln!("maintenance candidate {instance} running; Ctrl-C or SIGTERM stops it");
     }
     let mut led = false;
-    let stop = shutdown::signalled();
+    let stop = awa_maint::shutdown_signal();
     tokio::pin!(stop);
     loop {
         tokio::select! {

@@ -6,7 +6,7 @@
 //! says so.
 
 use crate::cli::{Cli, ServeArgs};
-use crate::{db, error::CliError, input, shutdown};
+use crate::{db, error::CliError, input};
 use awa_admin::{AdminConfig, AllowedHosts, AppState, Token};
 
 /// Connections the server may hold: reads are short, one per request.
@@ -63,7 +63,7 @@ pub async fn run(cli: &Cli, args: &ServeArgs) -> Result<(), CliError> {
         config.schema
     );
     let state = AppState::new(pool, config, Some(metrics.clone()));
-    let served = awa_admin::serve(listener, state, shutdown::signalled()).await;
+    let served = awa_admin::serve(listener, state, awa_maint::shutdown_signal()).await;
     metrics.shutdown();
     served.map_err(|e| CliError::Refused(format!("the admin server stopped: {e}")))
 }

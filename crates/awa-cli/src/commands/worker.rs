@@ -3,7 +3,7 @@
 use crate::cli::{Cli, WorkerCommand, WorkerRunArgs};
 use crate::handlers::Builtin;
 use crate::progress::Progress;
-use crate::{db, error::CliError, input, output, shutdown};
+use crate::{db, error::CliError, input, output};
 use awa_core::{JobState, QueueName};
 use awa_exec::worker::{Stats, StatsSnapshot, Worker, WorkerConfig};
 use awa_history::{HistoryPlane, PendingState, PgHistoryPlane};
@@ -129,7 +129,7 @@ async fn run_worker(cli: &Cli, args: &WorkerRunArgs) -> Result<(), CliError> {
     };
     let stop = async {
         tokio::select! {
-            _ = shutdown::signalled() => {}
+            _ = awa_maint::shutdown_signal() => {}
             _ = watcher.run() => {}
         }
         progress.set_message("stopping: finishing the jobs in flight");

@@ -210,7 +210,13 @@ fn record(
 ) {
     // `finish` answers in input order, one row per item.
     for (i, f) in finished.iter().enumerate() {
-        crate::metrics::finished(f, about.get(i).and_then(|a| a.as_deref()));
+        let (queue, kind) = about
+            .get(i)
+            .and_then(|a| a.as_deref())
+            .map_or(("unknown", "unknown"), |a| {
+                (a.queue.as_str(), a.kind.as_str())
+            });
+        crate::metrics::finished(f.accepted, f.next_state, queue, kind);
         if f.accepted {
             stats.record(f.next_state);
             if let (Some(tx), Some(state), Some(Some(job)), Some((_, finish))) =

@@ -432,7 +432,9 @@ fn start_job(
             match ran {
                 Ran::Returned(result) => {
                     record_duration(&avg, began.elapsed());
-                    crate::metrics::handler_ran(about.as_deref(), began.elapsed());
+                    if let Some(a) = about.as_deref() {
+                        crate::metrics::handler_ran(a.queue.as_str(), &a.kind, began.elapsed());
+                    }
                     if mine {
                         let _ = done.send((token, finish_for(result), about));
                     }
@@ -566,7 +568,7 @@ fn record_duration(avg: &AtomicU64, took: Duration) {
 /// polling still finds the work and heartbeats still find lost attempts.
 pub(crate) async fn listen(
     pool: sqlx::PgPool,
-    wakers: super::engine::Wakers,
+    wakers: super::Wakers,
     attempts: super::Attempts,
     mut stop: watch::Receiver<bool>,
 ) {

@@ -10,7 +10,9 @@
 //! completer, so every attempt is finished, heartbeated and released on
 //! the substrate that handed it out.
 
-use super::{Attempts, Done, InFlight, JobEvent, Stats, WorkerConfig, completer, dispatcher};
+use super::{
+    Attempts, Done, InFlight, JobEvent, Stats, Wakers, WorkerConfig, completer, dispatcher,
+};
 use crate::PgExecPlane;
 use crate::worker::handler::Handler;
 use awa_core::SchemaName;
@@ -18,11 +20,6 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use tokio::sync::{Notify, Semaphore, mpsc, watch};
 use tokio::task::JoinHandle;
-
-/// Which dispatchers to wake for a queue's `awa_ready` notification: every
-/// engine's dispatcher of that queue (payloads name the queue, not the
-/// substrate).
-pub(crate) type Wakers = Arc<std::sync::Mutex<HashMap<String, Vec<Arc<Notify>>>>>;
 
 /// What every engine of a worker shares.
 pub(crate) struct Shared {

@@ -251,6 +251,11 @@ pub struct JobEvent {
 /// finishing). A panicking hook is logged and skipped.
 pub type EventHook = Arc<dyn Fn(&JobEvent) + Send + Sync>;
 
+/// Which dispatchers to wake for a queue's `awa_ready` notification: every
+/// engine's dispatcher of that queue (payloads name the queue, not the
+/// substrate). Here, not in `engine`, because the dispatchers hold it too.
+pub(crate) type Wakers = Arc<std::sync::Mutex<HashMap<String, Vec<Arc<tokio::sync::Notify>>>>>;
+
 /// What the completer needs to report an attempt's event.
 #[derive(Debug)]
 pub(crate) struct About {

@@ -198,15 +198,37 @@ def enqueue_many(conn: Any, jobs: Iterable[Any], **options: Any) -> Any:
     """
     p = params(jobs, options)
     if _is_sqlalchemy(conn):
-        from . import sqlalchemy as sa_helper
-
-        return sa_helper._execute(conn, p)
+        return _execute_sqlalchemy(conn, p)
     if _is_async(conn):
         return _execute_async(conn, p)
     if not p["kinds"]:
         return []
     cur = conn.execute(SQL, p)
     return _rows(cur.fetchall())
+
+
+def _execute_sqlalchemy(conn: Any, p: dict[str, list[Any]]) -> Any:
+    # Here rather than in awa.sqlalchemy, which re-exports enqueue and
+    # enqueue_many: the helper stands below its public face. SQLAlchemy is
+    # imported only when a session or connection of its own arrives.
+    from sqlalchemy import text
+
+    if not p["kinds"]:
+        if _is_async(conn):
+            return _empty()
+        return []
+    result = conn.execute(text(SQLALCHEMY_SQL), p)
+    if inspect.isawaitable(result):
+        return _fetch_async(result)
+    return _rows(result.fetchall())
+
+
+async def _fetch_async(result: Any) -> list[Enqueued]:
+    return _rows((await result).fetchall())
+
+
+async def _empty() -> list[Enqueued]:
+    return []
 
 
 async def _execute_async(conn: Any, p: dict[str, list[Any]]) -> list[Enqueued]:

@@ -5,37 +5,13 @@ transaction. SQLAlchemy is imported only when this is used.
         session.add(user)
         awa.sqlalchemy.enqueue(session, SendWelcome(user_id=user.id))
 
-``awa.enqueue(session, job)`` comes here too.
+``awa.enqueue(session, job)`` does the same: the generic functions tell a
+SQLAlchemy session or connection apart and run its statement themselves
+(``awa._enqueue``), so this module only names them for SQLAlchemy users.
 """
 
 from __future__ import annotations
 
-import inspect
-from typing import Any
-
-# enqueue and enqueue_many are the generic ones: they send a session here.
-from ._enqueue import SQLALCHEMY_SQL, Enqueued, _rows, enqueue, enqueue_many
+from ._enqueue import Enqueued, enqueue, enqueue_many
 
 __all__ = ["enqueue", "enqueue_many", "Enqueued"]
-
-
-def _execute(conn: Any, p: dict[str, list[Any]]) -> Any:
-    from sqlalchemy import text
-
-    if not p["kinds"]:
-        if inspect.iscoroutinefunction(getattr(type(conn), "execute", None)):
-            return _empty()
-        return []
-    statement = text(SQLALCHEMY_SQL)
-    result = conn.execute(statement, p)
-    if inspect.isawaitable(result):
-        return _fetch_async(result)
-    return _rows(result.fetchall())
-
-
-async def _fetch_async(result: Any) -> list[Enqueued]:
-    return _rows((await result).fetchall())
-
-
-async def _empty() -> list[Enqueued]:
-    return []

@@ -1,7 +1,11 @@
-//! Waiting for the operator (or a supervisor) to ask us to stop.
+//! Waiting for the operator (or a supervisor) to ask us to stop: the one
+//! wait every long-running Awa process shares (`awa worker run`, `awa
+//! serve`, `awa maint run`, and applications through `awa::shutdown_signal`).
 
-/// Resolves on Ctrl-C or SIGTERM.
-pub async fn signalled() {
+/// Resolves on Ctrl-C or, on Unix, SIGTERM. When neither can be watched it
+/// says so and never resolves: the default signal actions still end the
+/// process, rather than a shutdown starting at once.
+pub async fn shutdown_signal() {
     #[cfg(unix)]
     {
         use tokio::signal::unix::{SignalKind, signal};

@@ -1,14 +1,20 @@
--- ReadyPlane::enqueue, fast path: a batch with no unique key and no run_at
--- (everything runnable now), in ONE statement and without PL/pgSQL unless
--- a job is over the size limit. Anything else goes through
+-- ReadyPlane::enqueue's fast paths: a batch with no unique key and no
+-- run_at (everything runnable now), appended in ONE statement and without
+-- PL/pgSQL unless a job is over the size limit. Anything else goes through
 -- {schema}.enqueue (call_enqueue.sql); the rows written here are exactly
 -- those {schema}.enqueue -> ready_append would write for such a batch.
 --
--- Parameters, parallel arrays, one element per job, in input order:
---   $1 queues text[], $2 kinds text[], $3 args jsonb[],
---   $4 priorities smallint[], $5 max_attempts integer[] (NULL: the
---   queue's default from awa.queue_meta, else 25), $6 metadata jsonb[];
---   and $7 routed boolean (see `fence`).
+-- One statement for both ways a batch arrives: the placeholder `input`
+-- in braces in CTE `staged` (below) is replaced, in producer.rs, by the
+-- query that yields the batch (a constant file of this crate), with
+-- columns (ord = input order, queue, kind, args, priority, max_attempts
+-- NULL = the queue's default from awa.queue_meta else 25, metadata):
+--   * enqueue_input_arrays.sql: parallel arrays bound as $2..$7
+--     (`enqueue`);
+--   * enqueue_input_staged.sql: the rows COPY put in the session's staging
+--     table, consumed (deleted) here (`enqueue_copy`, step 3).
+--
+-- Parameters: $1 routed boolean (see `fence`), then the input's.
 -- Returns (job_id, inserted = true, scheduled = false) per job, in input
 -- order; job ids ascend in input order, lane positions follow it.
 --
@@ -29,27 +35,33 @@
 --      exist only once the fence row has been computed. No aggregate or
 --      constant sits in the THEN branch (the documented exceptions).
 --   lane_seq is NOT NULL, so a NULL from the CASE could only fail the call.
--- Job ids (job_id_seq) carry no ordering rule.
+-- Job ids (job_id_seq) carry no ordering rule. The batch is read once
+-- (`staged` is referenced more than once, so materialized; a DELETE in a
+-- WITH is executed exactly once anyway).
 --
 -- Size limit: args + metadata as JSON text at most substrate_info's
 -- max_job_bytes (the same measurement as {schema}.enqueue: only values whose
 -- stored size could reach the limit, or that are compressed, are
 -- rendered). The first job over it makes enqueue_oversized raise SQLSTATE
--- 54000 inside this statement, which undoes all of it: nothing written.
+-- 54000 inside this statement, which undoes all of it (a staged batch's
+-- delete included): nothing written.
 --
 -- One NOTIFY awa_ready per queue (PostgreSQL folds duplicates within a
 -- transaction and delivers them at commit, so queueing them in the fence,
 -- before the rows, changes nothing a listener sees).
-WITH fence AS MATERIALIZED (
+WITH staged AS (
+    {input}
+),
+fence AS MATERIALIZED (
     SELECT pg_current_xact_id() AS xid,
            (SELECT count(pg_advisory_xact_lock_shared(6387554, hashtext(d.q)))
                  + count(pg_notify('awa_ready', d.q))
-              FROM (SELECT DISTINCT unnest($1::text[]) AS q) d) AS announced,
-           (SELECT count({schema}.enqueue_oversized(b.ord, ($1::text[])[b.ord], ($2::text[])[b.ord],
+              FROM (SELECT DISTINCT g.queue AS q FROM staged g) d) AS announced,
+           (SELECT count({schema}.enqueue_oversized(b.ord, b.queue, b.kind,
                                                     b.bytes, s.max_job_bytes))
-              FROM (SELECT i.ord, i.bytes
-                      FROM (SELECT i.ord, octet_length(i.a::text) + coalesce(octet_length(i.md::text), 0) AS bytes
-                              FROM unnest($3::jsonb[], $6::jsonb[]) WITH ORDINALITY AS i(a, md, ord)
+              FROM (SELECT i.ord, i.queue, i.kind, i.bytes
+                      FROM (SELECT i.ord, i.queue, i.kind, octet_length(i.a::text) + coalesce(octet_length(i.md::text), 0) AS bytes
+                              FROM (SELECT g.ord, g.queue, g.kind, g.args AS a, g.metadata AS md FROM staged g) i
                              WHERE (coalesce(pg_column_size(i.a), 0) + coalesce(pg_column_size(i.md), 0))::bigint * 8
                                        > s.max_job_bytes
                                 OR pg_column_compression(i.a) IS NOT NULL
@@ -62,13 +74,13 @@ WITH fence AS MATERIALIZED (
              WHERE l.ring = 'queue'
              ORDER BY l.generation DESC
              LIMIT 1) AS slot,
-           -- Routing, when $7::boolean (routed) is true: false when this
+           -- Routing, when $1::boolean (routed) is true: false when this
            -- substrate does not receive writes now (see
            -- fn_enqueue_routed.sql). Then nothing is written and no row
            -- comes back; the caller goes through {schema}.enqueue, which
-           -- forwards to the substrate that does. Pinned ($7 false):
+           -- forwards to the substrate that does. Pinned ($1 false):
            -- always this substrate.
-           (SELECT NOT $7::boolean OR to_regnamespace(CASE WHEN t.state = 'mixed' THEN t.target_schema
+           (SELECT NOT $1::boolean OR to_regnamespace(CASE WHEN t.state = 'mixed' THEN t.target_schema
                                         ELSE t.active_schema END)
                    = to_regnamespace('{schema}')
               FROM awa.storage_transition_state t) AS routed
@@ -83,8 +95,7 @@ input AS MATERIALIZED (
            coalesce(i.max_attempts, m.max_attempts, 25) AS max_attempts,
            (i.job_id % coalesce(m.shard_count, 1))::smallint AS shard
       FROM (SELECT u.*, nextval('awa.job_id_seq') AS job_id
-              FROM unnest($1::text[], $2::text[], $3::jsonb[], $4::smallint[], $5::integer[], $6::jsonb[])
-                   WITH ORDINALITY AS u(queue, kind, args, priority, max_attempts, metadata, ord)
+              FROM staged u
              ORDER BY u.ord) i
       LEFT JOIN awa.queue_meta m ON m.queue = i.queue
      WHERE (SELECT f.routed FROM fence f)
