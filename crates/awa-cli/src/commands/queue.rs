@@ -79,9 +79,24 @@ async fn stats(cli: &Cli, args: &QueueStatsArgs) -> Result<(), CliError> {
     let url = db::require_url(&cli.database_url)?;
     let mut conn = db::connect_migrated(url).await?;
     let full = gather(cli, &mut conn, queue.as_ref()).await?;
+    // Shown under the table (the JSON keeps its shape: counts per queue;
+    // `queue configure Q --json` and /api/queues carry the limits).
+    let limited = limits::list(&mut conn, queue.as_ref()).await?;
     output::emit(cli.json, &full, || {
         if full.is_empty() {
             return "no jobs in any queue".into();
+        }
+        let mut notes = String::new();
+        for l in &limited {
+            let scope = l
+                .kind
+                .as_deref()
+                .map_or(String::new(), |k| format!(" kind {}", output::clean(k)));
+            notes.push_str(&format!(
+                "\nlimit {}{scope}: {}",
+                output::clean(&l.queue),
+                output::clean(&l.describe())
+            ));
         }
         let mut header = vec!["QUEUE"];
         header.extend(JobState::ALL.iter().map(|s| s.as_str()));
@@ -93,7 +108,7 @@ async fn stats(cli: &Cli, args: &QueueStatsArgs) -> Result<(), CliError> {
                 row
             })
             .collect();
-        output::table(&header, &rows)
+        format!("{}{notes}", output::table(&header, &rows))
     });
     Ok(())
 }
