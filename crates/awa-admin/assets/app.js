@@ -215,6 +215,21 @@ function sparkline(points, label) {
 
 // ---- views ---------------------------------------------------------------
 
+// A queue's rate limits and global concurrency, as `queue configure` set
+// them (docs/limits.md): "100 per 60 s per args.tenant; 5 at once".
+function limitsText(limits) {
+  return limits.map(l => {
+    const parts = [];
+    if (l.rate_limit != null) {
+      parts.push(l.rate_limit + " per " + l.rate_period_secs + " s" + (l.rate_limit_by ? " per " + l.rate_limit_by : ""));
+    }
+    if (l.global_concurrency != null) {
+      parts.push(l.global_concurrency + " at once" + (l.partition_by ? " per " + l.partition_by : ""));
+    }
+    return (l.kind ? l.kind + ": " : "limit: ") + parts.join(", ");
+  }).join("; ");
+}
+
 async function viewQueues() {
   const [data, act] = await Promise.all([api("/api/queues"),
     api("/api/activity?minutes=" + CHART_MINUTES)]);
@@ -224,7 +239,8 @@ async function viewQueues() {
     const path = "/api/queues/" + encodeURIComponent(q.queue);
     return el("tr", { "data-queue-row": q.queue },
       el("td", {}, el("a", { href: "#/jobs?queue=" + encodeURIComponent(q.queue) }, q.queue),
-        q.paused ? el("span", { class: "muted", "data-paused": q.queue }, " (paused)") : null),
+        q.paused ? el("span", { class: "muted", "data-paused": q.queue }, " (paused)") : null,
+        q.limits.length ? el("div", { class: "muted", "data-limits": q.queue }, limitsText(q.limits)) : null),
       ...["available", "scheduled", "retryable", "snoozed", "buffered", "running", "completed", "failed",
         "cancelled", "dead_lettered"].map(cell),
       el("td", { class: "num", "data-oldest": q.queue }, age(q.oldest_available_secs)),

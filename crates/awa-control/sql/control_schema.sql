@@ -44,6 +44,38 @@ CREATE TABLE IF NOT EXISTS awa.queue_meta (
     updated_at              timestamptz NOT NULL DEFAULT now()
 );
 
+-- Rate limits and global concurrency (docs/adr/0015): at most rate_max
+-- claims (attempt starts) in any rate_period, and at most concurrency_max
+-- open attempts, of the queue's jobs (kind '') or of one kind's jobs in it;
+-- each optionally per partition, the text at a path into the job's args
+-- (rate_by / concurrency_by; a job without the field is in partition '').
+-- Enforced by the claim ({schema}.limit_take / limit_record, state per
+-- substrate); a queue with no row here pays one index probe per claim.
+-- The ranges are awa_core::bounds (RATE_LIMIT, RATE_PERIOD,
+-- GLOBAL_CONCURRENCY, LIMIT_PATH), refused here too.
+CREATE TABLE IF NOT EXISTS awa.queue_limits (
+    queue           text        NOT NULL,
+    kind            text        NOT NULL DEFAULT '',
+    rate_max        integer     CONSTRAINT queue_limits_rate_max_in_range
+                                CHECK (rate_max BETWEEN 1 AND 100000),
+    rate_period     interval    CONSTRAINT queue_limits_rate_period_in_range
+                                CHECK (rate_period BETWEEN interval '1 second' AND interval '1 day'),
+    rate_by         text[]      CONSTRAINT queue_limits_rate_by_path
+                                CHECK (cardinality(rate_by) BETWEEN 1 AND 8),
+    concurrency_max integer     CONSTRAINT queue_limits_concurrency_in_range
+                                CHECK (concurrency_max BETWEEN 1 AND 100000),
+    concurrency_by  text[]      CONSTRAINT queue_limits_concurrency_by_path
+                                CHECK (cardinality(concurrency_by) BETWEEN 1 AND 8),
+    updated_at      timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (queue, kind),
+    CONSTRAINT queue_limits_rate_whole CHECK ((rate_max IS NULL) = (rate_period IS NULL)),
+    CONSTRAINT queue_limits_rate_by_needs_rate CHECK (rate_by IS NULL OR rate_max IS NOT NULL),
+    CONSTRAINT queue_limits_by_needs_concurrency
+        CHECK (concurrency_by IS NULL OR concurrency_max IS NOT NULL)
+    -- (A row with neither limit is deleted by the transaction that cleared
+    -- the last one: limits_prune.sql.)
+);
+
 -- Live worker and maintenance processes; heartbeated, garbage-collected by
 -- maintenance when stale.
 CREATE TABLE IF NOT EXISTS awa.runtimes (

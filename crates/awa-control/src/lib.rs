@@ -15,6 +15,7 @@
 
 pub mod cron;
 mod error;
+pub mod limits;
 mod plane;
 pub mod queues;
 pub mod rings;

@@ -147,6 +147,43 @@ pub const CONCURRENCY: CountBound = CountBound {
     hint: "jobs of each queue that run at once; run more workers for more",
 };
 
+/// A rate limit's jobs per period (`--rate-limit N/PERIOD`). A limited
+/// claim rewrites one entry per claim call in the period, so the state of
+/// one partition stays at most this many entries. `awa.queue_limits`
+/// refuses the same range.
+pub const RATE_LIMIT: CountBound = CountBound {
+    what: "rate limit",
+    min: 1,
+    max: 100_000,
+    hint: "jobs per period, e.g. 100/1m; use a shorter period for a higher rate",
+};
+
+/// A rate limit's period. `awa.queue_limits` refuses the same range.
+pub const RATE_PERIOD: DurationBound = DurationBound {
+    what: "rate limit period",
+    min: Duration::from_secs(1),
+    max: days(1),
+    hint: "whole seconds to a day, e.g. 100/1m or 5/1s",
+};
+
+/// Jobs of a queue (or of a partition of it) running at once across every
+/// worker (`--global-concurrency`). `awa.queue_limits` refuses the same
+/// range.
+pub const GLOBAL_CONCURRENCY: CountBound = CountBound {
+    what: "global concurrency",
+    min: 1,
+    max: 100_000,
+    hint: "jobs running at once across all workers",
+};
+
+/// Fields in a limit's partition path (`args.a.b` has 2).
+pub const LIMIT_PATH: CountBound = CountBound {
+    what: "partition path length",
+    min: 1,
+    max: 8,
+    hint: "a path into the job's args, e.g. args.tenant",
+};
+
 /// Jobs claimed in one round trip.
 pub const CLAIM_BATCH: CountBound = CountBound {
     what: "claim batch",

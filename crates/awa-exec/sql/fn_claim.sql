@@ -16,6 +16,13 @@
 --
 -- A paused queue hands out nothing.
 --
+-- Limits (docs/adr/0015): a queue with a row in awa.queue_limits takes
+-- through limit_take (ready_take's rows cut to what its rate limits and
+-- global concurrency admit, under the queue's limit lock) and records what
+-- it admitted through limit_record; its batch's claimed_at is the
+-- admission instant. Any other queue pays one probe of that table's
+-- primary key, in the statement that reads its settings.
+--
 -- Bounds: limit within awa_core::bounds::CLAIM_BATCH, 1 to 1024 (SQLSTATE
 -- 22023, before anything is read).
 CREATE OR REPLACE FUNCTION {schema}.claim(
@@ -46,6 +53,9 @@ DECLARE
     v_prios      smallint[] := '{}';
     v_shards     smallint[] := '{}';
     v_keyed      integer[];
+    v_limited    boolean;
+    v_at         timestamptz;  -- a limited claim's admission instant
+    v_taken      jsonb;        -- a limited claim's rows (limit_take)
     t            record;
 BEGIN
     IF p_limit IS NULL OR p_limit NOT BETWEEN 1 AND 1024 THEN
@@ -55,11 +65,16 @@ BEGIN
     END IF;
     SELECT m.priority_aging_interval, m.paused,
            (SELECT l.slot FROM {schema}.ring_ledger l
-             WHERE l.ring = 'claim' ORDER BY l.generation DESC LIMIT 1)
-      INTO v_aging, v_paused, v_claim_slot
+             WHERE l.ring = 'claim' ORDER BY l.generation DESC LIMIT 1),
+           EXISTS (SELECT 1 FROM awa.queue_limits q WHERE q.queue = p_queue)
+      INTO v_aging, v_paused, v_claim_slot, v_limited
       FROM (SELECT 1) one
       LEFT JOIN awa.queue_meta m ON m.queue = p_queue;
-    IF coalesce(v_paused, false) THEN
+    IF v_limited AND NOT coalesce(v_paused, false) THEN
+        SELECT x.admitted_at, x.taken INTO v_at, v_taken
+          FROM {schema}.limit_take(p_queue, p_limit, p_cand_seq, p_cand_xid, v_aging) x;
+    END IF;
+    IF coalesce(v_paused, false) OR (v_limited AND v_taken IS NULL) THEN
         RETURN QUERY SELECT NULL::bigint, NULL::bigint, NULL::integer, NULL::bigint, NULL::integer,
                             NULL::integer, NULL::bigint,
                             NULL::text, NULL::jsonb, NULL::smallint, NULL::integer, NULL::integer,
@@ -72,8 +87,18 @@ BEGIN
     -- Each is returned as it comes (a set-returning function's rows reach
     -- the caller only when it returns, so after the batch row below is
     -- written); the batch's arrays are built on the way.
+    -- (A limited claim's rows come from limit_take instead; the branch not
+    -- taken is not run.)
     FOR t IN
         SELECT * FROM {schema}.ready_take(p_queue, p_limit, p_cand_seq, p_cand_xid, v_aging)
+         WHERE NOT v_limited
+        UNION ALL
+        SELECT * FROM jsonb_to_recordset(v_taken) AS x(
+                   job_id bigint, slot integer, lane_seq bigint, kind text, args jsonb,
+                   priority smallint, attempt integer, max_attempts integer, run_lease bigint,
+                   created_at timestamptz, ready_at timestamptz, unique_key text, metadata jsonb,
+                   frontier bigint, next_seq bigint, next_xid xid8, shard smallint)
+         WHERE v_limited
     LOOP
         next_seq := t.next_seq;
         next_xid := t.next_xid;
@@ -114,10 +139,13 @@ BEGIN
     -- One batch row for all of them; nothing when nothing was taken.
     IF v_batch IS NOT NULL THEN
         INSERT INTO {schema}.claim_batches
-            (slot, batch_id, queue, instance_id, body_slots,
+            (slot, batch_id, queue, claimed_at, instance_id, body_slots,
              job_ids, run_leases, attempts, ready_slots, ready_seqs, priorities, shards, keyed)
-        VALUES (v_claim_slot, v_batch, p_queue, p_instance, v_slots,
+        VALUES (v_claim_slot, v_batch, p_queue, coalesce(v_at, now()), p_instance, v_slots,
                 v_ids, v_leases, v_attempts, v_rslots, v_seqs, v_prios, v_shards, v_keyed);
+        IF v_limited THEN
+            PERFORM {schema}.limit_record(p_queue, v_at, v_claim_slot, v_batch, v_taken);
+        END IF;
     END IF;
 END
 $fn$;

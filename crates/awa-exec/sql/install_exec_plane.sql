@@ -172,5 +172,40 @@ BEGIN
             job_ids     bigint[]    NOT NULL,
             updated_at  timestamptz NOT NULL DEFAULT now()
         ) WITH (fillfactor = 50)$ddl$, p_schema);
+
+    -- The state of the limits in awa.queue_limits on this substrate
+    -- (docs/adr/0015), written only by claims of a limited queue, under
+    -- that queue's claim-limit lock; an unlimited queue never touches it.
+    -- limit_holds: one row per open attempt and concurrency limit it
+    -- counts against, naming its batch item. Not deleted by finish: the
+    -- next claim of the queue deletes the rows whose attempt is closed
+    -- (finished, rescued, cancelled; a parked attempt is still open), so
+    -- the rows are at most the limit plus what ended since.
+    EXECUTE format($ddl$
+        CREATE TABLE IF NOT EXISTS %1$I.limit_holds (
+            queue      text    NOT NULL,
+            kind       text    NOT NULL,  -- the limit's kind ('' = the queue)
+            part       text    NOT NULL,  -- the job's partition ('' = none)
+            job_id     bigint  NOT NULL,
+            run_lease  bigint  NOT NULL,
+            claim_slot integer NOT NULL,
+            batch_id   bigint  NOT NULL,
+            item       integer NOT NULL,
+            PRIMARY KEY (queue, kind, part, job_id, run_lease)
+        )$ddl$, p_schema);
+    -- limit_rates: per rate limit and partition, the claims of the last
+    -- period: at[i] is a claim's admission time (its batch's claimed_at),
+    -- n[i] how many jobs it admitted there. Pruned to the period on every
+    -- write, so at most one entry per claim call in the period (at most
+    -- rate_max). Rewritten in place: the low fillfactor keeps it HOT.
+    EXECUTE format($ddl$
+        CREATE TABLE IF NOT EXISTS %1$I.limit_rates (
+            queue text          NOT NULL,
+            kind  text          NOT NULL,
+            part  text          NOT NULL,
+            at    timestamptz[] NOT NULL,
+            n     integer[]     NOT NULL,
+            PRIMARY KEY (queue, kind, part)
+        ) WITH (fillfactor = 50)$ddl$, p_schema);
 END
 $fn$;

@@ -36,6 +36,8 @@ pub const INSTALL_SQL: &str = include_str!("../sql/install_exec_plane.sql");
 /// Runtime functions installed into every substrate.
 pub const FUNCTIONS: &[(&str, &str)] = &[
     ("claim", include_str!("../sql/fn_claim.sql")),
+    ("limit_take", include_str!("../sql/fn_limit_take.sql")),
+    ("limit_record", include_str!("../sql/fn_limit_record.sql")),
     ("attempt_push", include_str!("../sql/fn_attempt_push.sql")),
     ("finish", include_str!("../sql/fn_finish.sql")),
     ("heartbeat", include_str!("../sql/fn_heartbeat.sql")),

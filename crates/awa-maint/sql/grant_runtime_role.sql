@@ -19,6 +19,9 @@
 --   queue_meta                S     enqueue/claim/finish read settings,
 --                                   dlq retention; `queue configure` is an
 --                                   operator command, run as the owner
+--   queue_limits              S     claim reads a queue's rate limits and
+--                                   global concurrency (ADR 16); set by
+--                                   `queue configure`, run as the owner
 --   runtimes                  SIUD  runtime registry: register (upsert),
 --                                   touch, deregister, runtime_gc
 --   maintenance_leader        SIU   leader record (upsert), storage status
@@ -74,6 +77,10 @@
 --                                   holds buffered, deletes its row when it
 --                                   stops and expired rows when it starts;
 --                                   the read views read it
+--   limit_holds               SID   a limited claim inserts the shares its
+--                                   jobs hold and deletes closed ones
+--   limit_rates               SIU   a limited claim appends its admissions
+--                                   (upsert) and prunes them to the period
 --   exec_settings             SIU   rescue publishes its bound (upsert);
 --                                   workers read it for their cadence
 --   history_horizon           SIU   prune moves it on retirement (upsert);
@@ -141,6 +148,7 @@ DECLARE
         ['control',   'schema_version',           'SELECT'],
         ['control',   'substrate_functions',      ''],
         ['control',   'queue_meta',               'SELECT'],
+        ['control',   'queue_limits',             'SELECT'],
         ['control',   'runtimes',                 'SELECT, INSERT, UPDATE, DELETE'],
         ['control',   'maintenance_leader',       'SELECT, INSERT, UPDATE'],
         ['control',   'cron_jobs',                'SELECT, INSERT, UPDATE, DELETE'],
@@ -161,6 +169,8 @@ DECLARE
         ['substrate', 'attempt_state',            'SELECT, INSERT, UPDATE, DELETE'],
         ['substrate', 'parked_attempts',          'SELECT, INSERT, UPDATE, DELETE'],
         ['substrate', 'worker_buffers',           'SELECT, INSERT, UPDATE, DELETE'],
+        ['substrate', 'limit_holds',              'SELECT, INSERT, DELETE'],
+        ['substrate', 'limit_rates',              'SELECT, INSERT, UPDATE'],
         ['substrate', 'exec_settings',            'SELECT, INSERT, UPDATE'],
         ['substrate', 'history_horizon',          'SELECT, INSERT, UPDATE'],
         ['substrate', 'dlq_entries',              'SELECT, INSERT, UPDATE, DELETE'],

@@ -352,6 +352,23 @@ fn matrix() -> BTreeMap<&'static str, Row> {
             refused: counts(CLAIM_BATCH, claim),
         },
     );
+    m.insert(
+        "limit_take",
+        Row::Bounded {
+            ok: vec![
+                claim(&CLAIM_BATCH.min.to_string()),
+                claim(&CLAIM_BATCH.max.to_string()),
+            ],
+            refused: counts(CLAIM_BATCH, claim),
+        },
+    );
+    m.insert(
+        "limit_record",
+        Row::Unbounded(
+            "a queue, an instant, a batch and its rows: writes only the shares and rate \
+             entries of the limits configured for the jobs it is given",
+        ),
+    );
     for f in ["finish", "finish_pass"] {
         m.insert(
             f,

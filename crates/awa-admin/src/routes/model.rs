@@ -44,6 +44,9 @@ pub struct QueueSummary {
     /// waiting.
     pub oldest_available_secs: Option<f64>,
     pub paused: bool,
+    /// Its rate limits and global concurrency (one per kind they apply
+    /// to; none when unlimited): docs/limits.md.
+    pub limits: Vec<awa_control::limits::QueueLimit>,
     /// One entry per minute of the window, oldest first, zeros included.
     pub throughput: Vec<ThroughputMinute>,
 }

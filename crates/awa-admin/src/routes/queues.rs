@@ -30,9 +30,17 @@ pub async fn list(State(state): State<AppState>) -> Result<Json<QueueList>, ApiE
         .into_iter()
         .map(|s| (s.queue.clone(), s))
         .collect();
+    let mut limits: BTreeMap<String, Vec<awa_control::limits::QueueLimit>> = BTreeMap::new();
+    for l in awa_control::limits::list(&mut conn, None).await? {
+        limits.entry(l.queue.clone()).or_default().push(l);
+    }
     drop(conn);
 
-    let names: BTreeSet<&String> = stats.keys().chain(settings.keys()).collect();
+    let names: BTreeSet<&String> = stats
+        .keys()
+        .chain(settings.keys())
+        .chain(limits.keys())
+        .collect();
     // Minutes of the window, oldest first, ending with the current one.
     let now = Utc::now()
         .duration_trunc(chrono::Duration::minutes(1))
@@ -78,6 +86,7 @@ pub async fn list(State(state): State<AppState>) -> Result<Json<QueueList>, ApiE
                 counts,
                 oldest_available_secs: ages.get(name).copied(),
                 paused: settings.get(name).is_some_and(|s| s.paused),
+                limits: limits.get(name).cloned().unwrap_or_default(),
                 throughput,
             }
         })

@@ -65,4 +65,23 @@ pub struct ConfigureArgs {
     /// Hand out this queue's jobs again.
     #[arg(long)]
     pub resume: bool,
+    /// Start at most N jobs in any window of PERIOD (sliding), across
+    /// every worker: e.g. 100/1m or 5/1s; `off` removes it.
+    #[arg(long, value_name = "N/PERIOD|off")]
+    pub rate_limit: Option<String>,
+    /// Apply the rate limit per value of this args field (e.g.
+    /// args.tenant); needs --rate-limit.
+    #[arg(long, value_name = "args.FIELD", requires = "rate_limit")]
+    pub rate_limit_by: Option<String>,
+    /// Run at most N jobs at once across every worker; `off` removes it.
+    #[arg(long, value_name = "N|off")]
+    pub global_concurrency: Option<String>,
+    /// Apply the global concurrency per value of this args field (e.g.
+    /// args.tenant); needs --global-concurrency.
+    #[arg(long, value_name = "args.FIELD", requires = "global_concurrency")]
+    pub partition_by: Option<String>,
+    /// Make --rate-limit / --global-concurrency apply to this kind's jobs
+    /// in the queue only (the queue's own limits stay as they are).
+    #[arg(long, value_name = "KIND")]
+    pub kind: Option<String>,
 }

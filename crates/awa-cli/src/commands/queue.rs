@@ -2,6 +2,7 @@
 
 use crate::cli::{Cli, ConfigureArgs, QueueCommand, QueueStatsArgs, Switch};
 use crate::{db, error::CliError, input, output};
+use awa_control::limits::{self, ArgsPath, GlobalConcurrency, LimitChange, QueueLimit, RateLimit};
 use awa_control::queues::{QueueConfig, QueueSettings};
 use awa_core::{JobState, QueueName, bounds};
 use awa_history::{HistoryPlane, PgHistoryPlane};
@@ -78,9 +79,24 @@ async fn stats(cli: &Cli, args: &QueueStatsArgs) -> Result<(), CliError> {
     let url = db::require_url(&cli.database_url)?;
     let mut conn = db::connect_migrated(url).await?;
     let full = gather(cli, &mut conn, queue.as_ref()).await?;
+    // Shown under the table (the JSON keeps its shape: counts per queue;
+    // `queue configure Q --json` and /api/queues carry the limits).
+    let limited = limits::list(&mut conn, queue.as_ref()).await?;
     output::emit(cli.json, &full, || {
         if full.is_empty() {
             return "no jobs in any queue".into();
+        }
+        let mut notes = String::new();
+        for l in &limited {
+            let scope = l
+                .kind
+                .as_deref()
+                .map_or(String::new(), |k| format!(" kind {}", output::clean(k)));
+            notes.push_str(&format!(
+                "\nlimit {}{scope}: {}",
+                output::clean(&l.queue),
+                output::clean(&l.describe())
+            ));
         }
         let mut header = vec!["QUEUE"];
         header.extend(JobState::ALL.iter().map(|s| s.as_str()));
@@ -92,7 +108,7 @@ async fn stats(cli: &Cli, args: &QueueStatsArgs) -> Result<(), CliError> {
                 row
             })
             .collect();
-        output::table(&header, &rows)
+        format!("{}{notes}", output::table(&header, &rows))
     });
     Ok(())
 }
@@ -255,15 +271,117 @@ fn queue_config(args: &ConfigureArgs) -> Result<QueueConfig, CliError> {
     Ok(config)
 }
 
+/// `--rate-limit`, `--global-concurrency` and their partitions, checked
+/// before connecting. `None` when no limit flag was given.
+fn limit_change(args: &ConfigureArgs) -> Result<Option<LimitChange>, CliError> {
+    let path = |p: &Option<String>| p.as_deref().map(ArgsPath::parse).transpose();
+    let rate = match args.rate_limit.as_deref() {
+        None => None,
+        Some("off") => Some(None),
+        Some(text) => {
+            let refuse = |why: String| {
+                CliError::Usage(format!(
+                    "--rate-limit {text:?} {why}; expected N/PERIOD, e.g. 100/1m or 5/1s, or off"
+                ))
+            };
+            let (n, period) = text
+                .split_once('/')
+                .ok_or_else(|| refuse("has no /".into()))?;
+            let jobs = n
+                .trim()
+                .parse::<i64>()
+                .map_err(|e| refuse(format!("does not start with a count ({e})")))?;
+            let period = period.trim();
+            // `100/m` reads as 100 per 1m.
+            let period = if period.starts_with(|c: char| c.is_ascii_alphabetic()) {
+                format!("1{period}")
+            } else {
+                period.to_string()
+            };
+            let period = input::bounded_duration(bounds::RATE_PERIOD, &period)?;
+            Some(Some(RateLimit {
+                jobs: bounds::RATE_LIMIT.check(jobs)? as u32,
+                period,
+                by: path(&args.rate_limit_by)?,
+            }))
+        }
+    };
+    if args.rate_limit.as_deref() == Some("off") && args.rate_limit_by.is_some() {
+        return Err(CliError::Usage(
+            "--rate-limit-by needs a rate limit, not off".into(),
+        ));
+    }
+    let concurrency = match args.global_concurrency.as_deref() {
+        None => None,
+        Some("off") => Some(None),
+        Some(text) => {
+            let jobs = text.trim().parse::<i64>().map_err(|e| {
+                CliError::Usage(format!(
+                    "--global-concurrency {text:?} is not a count ({e}); expected e.g. 5, or off"
+                ))
+            })?;
+            Some(Some(GlobalConcurrency {
+                jobs: bounds::GLOBAL_CONCURRENCY.check(jobs)? as u32,
+                by: path(&args.partition_by)?,
+            }))
+        }
+    };
+    if args.global_concurrency.as_deref() == Some("off") && args.partition_by.is_some() {
+        return Err(CliError::Usage(
+            "--partition-by needs a global concurrency, not off".into(),
+        ));
+    }
+    if rate.is_none() && concurrency.is_none() {
+        if args.kind.is_some() {
+            return Err(CliError::Usage(
+                "--kind says which jobs --rate-limit or --global-concurrency applies to; give one"
+                    .into(),
+            ));
+        }
+        return Ok(None);
+    }
+    let change = LimitChange {
+        kind: args.kind.clone(),
+        rate,
+        concurrency,
+    };
+    change.validate()?;
+    Ok(Some(change))
+}
+
+/// What `queue configure` prints: the settings and the queue's limits.
+#[derive(serde::Serialize)]
+struct Configured {
+    #[serde(flatten)]
+    settings: QueueSettings,
+    limits: Vec<QueueLimit>,
+}
+
 async fn configure(cli: &Cli, args: &ConfigureArgs) -> Result<(), CliError> {
     let queue = QueueName::new(args.queue.clone())?;
     let config = queue_config(args)?;
+    let change = limit_change(args)?;
     let url = db::require_url(&cli.database_url)?;
     let mut conn = db::connect_migrated(url).await?;
     // Queue settings are database-wide; a pin must still name a substrate.
     db::check_pinned(cli, &mut conn).await?;
     let settings = config.apply(&mut conn, &queue).await?;
-    output::emit(cli.json, &settings, || settings_text(&settings));
+    let limits = match change {
+        Some(change) => change.apply(&mut conn, &queue).await?,
+        None => limits::list(&mut conn, Some(&queue)).await?,
+    };
+    let out = Configured { settings, limits };
+    output::emit(cli.json, &out, || {
+        let mut text = settings_text(&out.settings);
+        for l in &out.limits {
+            let scope = l
+                .kind
+                .as_deref()
+                .map_or(String::new(), |k| format!(" (kind {})", output::clean(k)));
+            text.push_str(&format!("\nlimit{scope}: {}", output::clean(&l.describe())));
+        }
+        text
+    });
     Ok(())
 }
 
