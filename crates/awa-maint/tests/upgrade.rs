@@ -23,6 +23,10 @@ const RELEASED: &[(i32, &str)] = &[
         3,
         "ea8d103b27b79951ca3c74e7ab056b888d625bf1e66878cf010c7279c7c2f94c",
     ),
+    (
+        4,
+        "4f0702eb1b145a61c1c57177fb98a1fffcd79bbebec1a14a2a0edad3d230e12a",
+    ),
 ];
 
 #[test]

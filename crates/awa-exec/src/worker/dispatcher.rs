@@ -442,7 +442,9 @@ fn start_job(
                 Ran::TimedOut => {
                     let (after, handler, job) = timed.expect("a deadline implies a timeout");
                     record_duration(&avg, began.elapsed());
-                    crate::metrics::handler_ran(about.as_deref(), began.elapsed());
+                    if let Some(a) = about.as_deref() {
+                        crate::metrics::handler_ran(a.queue.as_str(), &a.kind, began.elapsed());
+                    }
                     tracing::warn!(job_id = %token.job_id, run_lease = %token.run_lease,
                         kind = %job.kind, timeout = ?after,
                         "the handler ran past the job's timeout; dropped it, freed its slot \

@@ -32,4 +32,11 @@ pub(crate) const STEPS: &[(i32, &str, &str)] = &[
             "../../migrations/0003_claim_reads_the_newest_queue_slots_lane_heads_low_generation.sql"
         ),
     ),
+    (
+        4,
+        "rate limits global concurrency trace context producer",
+        include_str!(
+            "../../migrations/0004_rate_limits_global_concurrency_trace_context_producer.sql"
+        ),
+    ),
 ];
