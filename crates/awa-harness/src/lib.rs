@@ -28,6 +28,7 @@
 //!
 //! The crate targets Unix (it manages server processes and their owners).
 
+mod bins;
 mod docker;
 mod error;
 mod keeper;

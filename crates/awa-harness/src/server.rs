@@ -461,7 +461,7 @@ async fn discover(opts: &ClusterOptions) -> Result<PgServer, HarnessError> {
     }
 
     let settings = opts.effective_settings();
-    let found = tokio::task::spawn_blocking(crate::local::find_bin_dir)
+    let found = tokio::task::spawn_blocking(crate::bins::find_bin_dir)
         .await
         .unwrap_or_else(|e| Err(format!("the search panicked: {e}")));
     match found {

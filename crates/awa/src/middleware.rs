@@ -16,7 +16,7 @@
 //! `next` refuses the insert: nothing is written and the caller gets the
 //! error (use [`crate::Error::Refused`]). One that calls `next` sees the
 //! insert's own error and may replace it. An execution middleware returns
-//! a [`HandlerResult`] like a handler: a [`JobError`](crate::JobError) it
+//! a [`HandlerResult`] like a handler: a [`JobError`] it
 //! returns (or the handler's, passed on) is what the worker records, and
 //! the retry policy applies to it as to a handler's (a `Retry` gets the
 //! kind's or queue's backoff; `Permanent` fails the job). The retry policy
