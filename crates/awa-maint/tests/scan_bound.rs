@@ -102,6 +102,22 @@ async fn low_gen(pool: &PgPool, q: &str) -> i64 {
         .unwrap()
 }
 
+/// A REPEATABLE READ transaction whose snapshot is taken now, and the
+/// queue-ring generation that snapshot sees as current.
+async fn snapshot_now(pool: &PgPool) -> (sqlx::Transaction<'static, sqlx::Postgres>, i64) {
+    let mut tx = pool.begin().await.unwrap();
+    sqlx::query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+        .execute(&mut *tx)
+        .await
+        .unwrap();
+    let seen: i64 =
+        sqlx::query_scalar("SELECT max(generation) FROM awa.ring_ledger WHERE ring = 'queue'")
+            .fetch_one(&mut *tx)
+            .await
+            .unwrap();
+    (tx, seen)
+}
+
 /// The generation of the slot a job's entry was written to.
 async fn generation_of(pool: &PgPool, job_id: i64) -> i64 {
     sqlx::query_scalar(
@@ -213,17 +229,7 @@ async fn a_snapshot_older_than_a_rotation_keeps_the_older_slots_unsealed() {
     leader_pass(&pool).await;
     settle_seal(&pool).await;
 
-    let mut old_conn = pool.acquire().await.unwrap();
-    let mut old = old_conn.begin().await.unwrap();
-    sqlx::query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
-        .execute(&mut *old)
-        .await
-        .unwrap();
-    let seen: i64 =
-        sqlx::query_scalar("SELECT max(generation) FROM awa.ring_ledger WHERE ring = 'queue'")
-            .fetch_one(&mut *old)
-            .await
-            .unwrap();
+    let (old, seen) = snapshot_now(&pool).await;
     for i in 0..4 {
         enqueue(&pool, "b", i).await;
         leader_pass(&pool).await;
@@ -236,7 +242,6 @@ async fn a_snapshot_older_than_a_rotation_keeps_the_older_slots_unsealed() {
         sealed(&pool).await
     );
     old.commit().await.unwrap();
-    drop(old_conn);
     settle_seal(&pool).await;
     assert!(sealed(&pool).await >= seen + 3);
 }
@@ -251,18 +256,7 @@ async fn a_repeatable_read_producer_older_than_the_rotations_is_claimed_in_order
     enqueue(&pool, "a", 0).await;
     assert_eq!(claim_all(&pool, "a", 10, 1).await.len(), 1);
 
-    let mut old_conn = pool.acquire().await.unwrap();
-    let mut old = old_conn.begin().await.unwrap();
-    sqlx::query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
-        .execute(&mut *old)
-        .await
-        .unwrap();
-    // Take the snapshot now.
-    let _: i64 = sqlx::query_scalar("SELECT count(*) FROM awa.ring_ledger")
-        .fetch_one(&mut *old)
-        .await
-        .unwrap();
-    let old_generation = current_generation(&pool).await;
+    let (mut old, old_generation) = snapshot_now(&pool).await;
 
     for i in 0..4 {
         enqueue(&pool, "b", i).await;
@@ -279,7 +273,6 @@ async fn a_repeatable_read_producer_older_than_the_rotations_is_claimed_in_order
         .job_id
         .0;
     old.commit().await.unwrap();
-    drop(old_conn);
     assert_eq!(generation_of(&pool, old_id).await, old_generation);
     let after = enqueue(&pool, "a", 2).await;
     let ids: Vec<i64> = claim_all(&pool, "a", 10, 2)
@@ -443,17 +436,7 @@ async fn regression_a_seal_reads_running_snapshots_after_the_rotation_it_counts(
         .unwrap();
 
     // A writer's snapshot, taken now: it sees generation g as current.
-    let mut writer_conn = pool.acquire().await.unwrap();
-    let mut writer = writer_conn.begin().await.unwrap();
-    sqlx::query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
-        .execute(&mut *writer)
-        .await
-        .unwrap();
-    let seen: i64 =
-        sqlx::query_scalar("SELECT max(generation) FROM awa.ring_ledger WHERE ring = 'queue'")
-            .fetch_one(&mut *writer)
-            .await
-            .unwrap();
+    let (writer, seen) = snapshot_now(&pool).await;
     assert_eq!(seen, g);
 
     let rings = PgRings::new(schema());
