@@ -19,7 +19,7 @@ use crate::BoxError;
 use crate::fleet::{FleetConfig, FleetTotals};
 use crate::latency::{EndToEnd, LatencyRecorder};
 use chrono::{DateTime, Utc};
-use sqlx::{Connection, PgConnection, PgPool};
+use sqlx::{PgConnection, PgPool};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -69,21 +69,12 @@ impl Completion {
 
 /// Template key for the baseline's databases: changes with its DDL.
 pub fn template_key() -> String {
-    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-    for byte in DDL.concat().bytes() {
-        hash = (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3);
-    }
-    format!("awa-bench-baseline-{hash:016x}")
+    super::ddl::template_key("baseline", DDL)
 }
 
 /// Creates the baseline's schema, table and index (idempotent).
 pub async fn install(url: &str) -> Result<(), BoxError> {
-    let mut conn = PgConnection::connect(url).await?;
-    for ddl in DDL {
-        sqlx::query(*ddl).execute(&mut conn).await?;
-    }
-    let _ = conn.close().await;
-    Ok(())
+    super::ddl::install(url, DDL).await
 }
 
 /// Enqueues jobs of one queue in one statement (autocommit).

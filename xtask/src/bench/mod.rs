@@ -12,6 +12,7 @@
 mod baseline;
 mod compare;
 mod cost;
+mod ddl;
 mod drain;
 mod enqueue;
 mod fmt;

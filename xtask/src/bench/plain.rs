@@ -5,7 +5,7 @@
 //! `xtask/sql/plain/`.
 
 use crate::BoxError;
-use sqlx::{Connection, PgConnection};
+use sqlx::PgConnection;
 
 pub const SCHEMA: &str = "bench_plain";
 
@@ -17,21 +17,12 @@ const INSERT: &str = include_str!("../../sql/plain/insert.sql");
 
 /// Template key for the plain table's databases: changes with its DDL.
 pub fn template_key() -> String {
-    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-    for byte in DDL.concat().bytes() {
-        hash = (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3);
-    }
-    format!("awa-bench-plain-{hash:016x}")
+    super::ddl::template_key("plain", DDL)
 }
 
 /// Creates the schema and the table (idempotent).
 pub async fn install(url: &str) -> Result<(), BoxError> {
-    let mut conn = PgConnection::connect(url).await?;
-    for ddl in DDL {
-        sqlx::query(*ddl).execute(&mut conn).await?;
-    }
-    let _ = conn.close().await;
-    Ok(())
+    super::ddl::install(url, DDL).await
 }
 
 /// One row per payload, one statement each.
