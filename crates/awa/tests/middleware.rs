@@ -11,7 +11,10 @@ use awa::{
 };
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+mod common;
+use common::wait_for;
 
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize, awa::Job)]
 #[awa(kind = "mw_report", queue = "mw", max_attempts = 3)]
@@ -150,21 +153,6 @@ impl Middleware for Authorize {
             ));
         }
         next.run(jobs).await
-    }
-}
-
-async fn wait_for(client: &Client, id: awa::JobId, state: JobState) {
-    let until = Instant::now() + Duration::from_secs(30);
-    loop {
-        let view = client.job(id).await.unwrap();
-        if view.as_ref().is_some_and(|v| v.state == state) {
-            return;
-        }
-        assert!(
-            Instant::now() < until,
-            "job {id} never reached {state:?}: {view:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
 

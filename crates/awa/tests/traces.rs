@@ -15,28 +15,16 @@ use opentelemetry::trace::{
 use opentelemetry::{Context, Value};
 use opentelemetry_sdk::trace::{InMemorySpanExporter, SdkTracerProvider, SpanData};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use tracing_subscriber::layer::SubscriberExt as _;
+
+mod common;
+use common::wait_for;
 
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize, awa::Job)]
 #[awa(kind = "traced", queue = "traced", max_attempts = 3)]
 struct Traced {
     fail_first: bool,
-}
-
-async fn wait_for(client: &Client, id: awa::JobId, state: JobState) {
-    let until = Instant::now() + Duration::from_secs(30);
-    loop {
-        let view = client.job(id).await.unwrap();
-        if view.as_ref().is_some_and(|v| v.state == state) {
-            return;
-        }
-        assert!(
-            Instant::now() < until,
-            "job {id} never reached {state:?}: {view:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
 }
 
 fn attr<'a>(span: &'a SpanData, key: &str) -> Option<&'a Value> {
