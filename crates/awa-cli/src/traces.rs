@@ -110,7 +110,9 @@ impl Export {
         let provider = self.provider;
         match tokio::task::spawn_blocking(move || provider.shutdown()).await {
             Ok(Ok(())) => {}
-            Ok(Err(err)) => tracing::warn!(error = %err, "the trace exporter did not shut down cleanly"),
+            Ok(Err(err)) => {
+                tracing::warn!(error = %err, "the trace exporter did not shut down cleanly")
+            }
             Err(err) => tracing::warn!(error = %err, "the trace exporter's shutdown failed"),
         }
     }

@@ -114,11 +114,12 @@ fn the_window_count_is_exact() {
 async fn instance_of(conn: &mut sqlx::PgConnection, pid: u32) -> uuid::Uuid {
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
-        let row = sqlx::query("SELECT instance_id FROM awa.runtimes WHERE pid = $1 AND role = 'worker'")
-            .bind(pid as i32)
-            .fetch_optional(&mut *conn)
-            .await
-            .unwrap();
+        let row =
+            sqlx::query("SELECT instance_id FROM awa.runtimes WHERE pid = $1 AND role = 'worker'")
+                .bind(pid as i32)
+                .fetch_optional(&mut *conn)
+                .await
+                .unwrap();
         if let Some(row) = row {
             return row.get("instance_id");
         }
@@ -128,7 +129,11 @@ async fn instance_of(conn: &mut sqlx::PgConnection, pid: u32) -> uuid::Uuid {
 }
 
 /// The jobs of `queue` whose handlers run under `instance` now.
-async fn running_under(conn: &mut sqlx::PgConnection, queue: &str, instance: uuid::Uuid) -> Vec<i64> {
+async fn running_under(
+    conn: &mut sqlx::PgConnection,
+    queue: &str,
+    instance: uuid::Uuid,
+) -> Vec<i64> {
     sqlx::query("SELECT id FROM awa.jobs WHERE queue = $1 AND state = 'running' AND holder = $2")
         .bind(queue)
         .bind(instance)
@@ -226,16 +231,17 @@ async fn a_rate_limit_of_50_per_second_holds_across_four_workers_and_a_sigkill()
     let by_victim = |id: i64| {
         attempts
             .iter()
-            .filter(move |(j, a)| {
-                *j == id && a.runtime.as_ref().and_then(|r| r.id) == Some(victim)
-            })
+            .filter(move |(j, a)| *j == id && a.runtime.as_ref().and_then(|r| r.id) == Some(victim))
             .map(|(_, a)| a.outcome.as_str())
     };
     let mut rescued = 0;
     for &id in &held {
         let outcomes: Vec<_> = by_victim(id).collect();
         assert!(
-            outcomes.iter().all(|o| ["rescued", "completed"].contains(o)) && !outcomes.is_empty(),
+            outcomes
+                .iter()
+                .all(|o| ["rescued", "completed"].contains(o))
+                && !outcomes.is_empty(),
             "job {id}, running under the killed worker: {outcomes:?}"
         );
         rescued += outcomes.iter().filter(|o| **o == "rescued").count();
@@ -243,7 +249,9 @@ async fn a_rate_limit_of_50_per_second_holds_across_four_workers_and_a_sigkill()
     assert!(rescued > 0, "none of {held:?} was rescued");
     let open: Vec<_> = attempts
         .iter()
-        .filter(|(_, a)| a.outcome == "running" && a.runtime.as_ref().and_then(|r| r.id) == Some(victim))
+        .filter(|(_, a)| {
+            a.outcome == "running" && a.runtime.as_ref().and_then(|r| r.id) == Some(victim)
+        })
         .collect();
     assert!(open.is_empty(), "the killed worker still holds {open:?}");
     eprintln!(

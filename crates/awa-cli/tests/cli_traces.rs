@@ -95,7 +95,9 @@ type Received = Arc<Mutex<Vec<(String, Vec<u8>)>>>;
 /// records every request, whatever its path, and answers each with an
 /// empty (valid) export response. None when the port is taken.
 async fn receiver(port: u16) -> Option<(std::net::SocketAddr, Received)> {
-    let listener = tokio::net::TcpListener::bind(("127.0.0.1", port)).await.ok()?;
+    let listener = tokio::net::TcpListener::bind(("127.0.0.1", port))
+        .await
+        .ok()?;
     let addr = listener.local_addr().unwrap();
     let got: Received = Arc::default();
     let app = axum::Router::new()
@@ -103,7 +105,9 @@ async fn receiver(port: u16) -> Option<(std::net::SocketAddr, Received)> {
             |axum::extract::State(got): axum::extract::State<Received>,
              uri: axum::http::Uri,
              body: axum::body::Bytes| async move {
-                got.lock().unwrap().push((uri.path().to_string(), body.to_vec()));
+                got.lock()
+                    .unwrap()
+                    .push((uri.path().to_string(), body.to_vec()));
                 (
                     [(axum::http::header::CONTENT_TYPE, "application/x-protobuf")],
                     Vec::<u8>::new(),
@@ -127,7 +131,15 @@ async fn work(url: &str, queue: &str, vars: &[(&str, &str)]) -> (serde_json::Val
     }
     cmd.env_remove("DATABASE_URL")
         .envs(vars.iter().copied())
-        .args(["--database-url", url, "--json", "worker", "run", "--queue", queue])
+        .args([
+            "--database-url",
+            url,
+            "--json",
+            "worker",
+            "run",
+            "--queue",
+            queue,
+        ])
         .args(["--handler", "fail-first:1", "--exit-when-idle"])
         .kill_on_drop(true);
     let out = tokio::time::timeout(Duration::from_secs(120), cmd.output())
@@ -136,7 +148,10 @@ async fn work(url: &str, queue: &str, vars: &[(&str, &str)]) -> (serde_json::Val
         .expect("start the awa binary");
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
     assert!(out.status.success(), "worker failed: {stderr}");
-    (serde_json::from_slice(&out.stdout).expect("--json report"), stderr)
+    (
+        serde_json::from_slice(&out.stdout).expect("--json report"),
+        stderr,
+    )
 }
 
 fn attribute<'a>(span: &'a Span, key: &str) -> Option<&'a any_value::Value> {
@@ -173,7 +188,15 @@ async fn worker_run_exports_execution_spans_over_otlp_only_when_configured() {
     let enqueued = awa(
         url,
         &[
-            "job", "enqueue", "--queue", "traced", "--kind", "mail", "--traceparent", TP, "--json",
+            "job",
+            "enqueue",
+            "--queue",
+            "traced",
+            "--kind",
+            "mail",
+            "--traceparent",
+            TP,
+            "--json",
         ],
     )
     .json();
@@ -189,12 +212,19 @@ async fn worker_run_exports_execution_spans_over_otlp_only_when_configured() {
         ],
     )
     .await;
-    assert_eq!((report["retried"].as_i64(), report["completed"].as_i64()), (Some(1), Some(1)), "{report}");
+    assert_eq!(
+        (report["retried"].as_i64(), report["completed"].as_i64()),
+        (Some(1), Some(1)),
+        "{report}"
+    );
     assert!(stderr.contains("exporting traces"), "{stderr}");
 
     // The worker flushed its spans before it exited.
     let requests = got.lock().unwrap().clone();
-    assert!(!requests.is_empty(), "nothing exported; worker said: {stderr}");
+    assert!(
+        !requests.is_empty(),
+        "nothing exported; worker said: {stderr}"
+    );
     let mut spans = Vec::new();
     for (path, body) in &requests {
         assert_eq!(path, "/v1/traces");
@@ -254,14 +284,30 @@ async fn worker_run_exports_execution_spans_over_otlp_only_when_configured() {
     let before = got.lock().unwrap().len();
     let again = awa(
         url,
-        &["job", "enqueue", "--queue", "traced", "--kind", "mail", "--traceparent", TP],
+        &[
+            "job",
+            "enqueue",
+            "--queue",
+            "traced",
+            "--kind",
+            "mail",
+            "--traceparent",
+            TP,
+        ],
     );
     assert!(again.ok(), "{again:#?}");
     let (report, stderr) = work(url, "traced", &[("OTEL_SERVICE_NAME", "awa-test-worker")]).await;
     assert_eq!(report["completed"].as_i64(), Some(1), "{report}");
     assert!(!stderr.contains("traces"), "{stderr}");
-    assert_eq!(got.lock().unwrap().len(), before, "exported without an endpoint");
+    assert_eq!(
+        got.lock().unwrap().len(),
+        before,
+        "exported without an endpoint"
+    );
     if let Some((_, at_default)) = default {
-        assert!(at_default.lock().unwrap().is_empty(), "exported to the default endpoint");
+        assert!(
+            at_default.lock().unwrap().is_empty(),
+            "exported to the default endpoint"
+        );
     }
 }
