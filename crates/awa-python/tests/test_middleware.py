@@ -236,6 +236,7 @@ def test_metrics_see_the_outcome_and_a_middleware_error_is_a_retried_attempt(db_
 
     metrics = Metrics()
     ran: list[int] = []
+    snoozes: list[int] = []
     client = awa.Client(db_url, middleware=[metrics, Flaky()])
     with psycopg.connect(db_url) as conn:
         job_id = client.enqueue(conn, Job(n=5), queue="py_mw_retry", max_attempts=3).id
@@ -243,7 +244,8 @@ def test_metrics_see_the_outcome_and_a_middleware_error_is_a_retried_attempt(db_
 
     def handler(job: Job, ctx: awa.Context) -> Any:
         ran.append(ctx.attempt)
-        if job.n == 6 and ctx.attempt == 2:
+        if job.n == 6 and ctx.attempt == 2 and not snoozes:
+            snoozes.append(ctx.job_id)  # once: a snooze keeps the attempt number
             return awa.Snooze(0.1)
         return None
 
