@@ -88,6 +88,19 @@ async fn the_callers_trace_context_goes_into_the_metadata() {
     assert_eq!(available(), before, "nothing written");
 }
 
+/// One job of kind `mail` in queue `traced`, enqueued in the trace `TP`.
+const ENQUEUE_TRACED: [&str; 9] = [
+    "job",
+    "enqueue",
+    "--queue",
+    "traced",
+    "--kind",
+    "mail",
+    "--traceparent",
+    TP,
+    "--json",
+];
+
 /// Every request a local HTTP server got: (path, body).
 type Received = Arc<Mutex<Vec<(String, Vec<u8>)>>>;
 
@@ -185,21 +198,7 @@ async fn worker_run_exports_execution_spans_over_otlp_only_when_configured() {
     let db = migrated_db().await;
     let url = db.url();
     let (addr, got) = receiver(0).await.expect("a free port");
-    let enqueued = awa(
-        url,
-        &[
-            "job",
-            "enqueue",
-            "--queue",
-            "traced",
-            "--kind",
-            "mail",
-            "--traceparent",
-            TP,
-            "--json",
-        ],
-    )
-    .json();
+    let enqueued = awa(url, &ENQUEUE_TRACED).json();
     let id = enqueued["ids"][0].as_i64().expect("an id");
 
     let endpoint = format!("http://{addr}");
@@ -282,19 +281,7 @@ async fn worker_run_exports_execution_spans_over_otlp_only_when_configured() {
     // default endpoint (localhost:4318), listened on here when it is free.
     let default = receiver(4318).await;
     let before = got.lock().unwrap().len();
-    let again = awa(
-        url,
-        &[
-            "job",
-            "enqueue",
-            "--queue",
-            "traced",
-            "--kind",
-            "mail",
-            "--traceparent",
-            TP,
-        ],
-    );
+    let again = awa(url, &ENQUEUE_TRACED);
     assert!(again.ok(), "{again:#?}");
     let (report, stderr) = work(url, "traced", &[("OTEL_SERVICE_NAME", "awa-test-worker")]).await;
     assert_eq!(report["completed"].as_i64(), Some(1), "{report}");
