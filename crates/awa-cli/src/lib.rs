@@ -14,6 +14,7 @@ mod handlers;
 mod input;
 mod output;
 mod progress;
+mod traces;
 
 use clap::Parser;
 use std::process::ExitCode;

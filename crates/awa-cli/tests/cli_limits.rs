@@ -1,16 +1,17 @@
-//! Rate limits and global concurrency (docs/adr/0015) across real worker
+//! Rate limits and global concurrency (docs/adr/0016) across real worker
 //! processes that share only the database, one of them killed with
 //! SIGKILL.
 //!
-//! Starts are counted from the claim batches: every attempt starts as an
-//! item of one (rescued and retried attempts too), and its `claimed_at`
-//! is the attempt's start in the attempt history (ADR 11: a completed
-//! attempt's start is read from its batch; the records of the others copy
-//! it). Running attempts are counted from the batches and their closure
-//! links, and sampled from the read view the stats show.
+//! Starts are counted from the attempt history (ADR 11), as an operator
+//! reads it (`awa job dump`, `HistoryPlane::job`): every attempt of every
+//! job the run touched, the rescued and retried ones included, each with
+//! its start. Running attempts are counted from the batches and their
+//! closure links, and sampled from the read view the stats show.
 
 mod common;
 
+use awa_core::{JobId, SchemaName};
+use awa_history::{AttemptRecord, HistoryPlane, PgHistoryPlane};
 use common::{awa, enqueue, migrated_db, spawn_awa};
 use sqlx::{Connection, Row};
 use std::time::{Duration, Instant};
@@ -38,20 +39,51 @@ fn configure(url: &str, args: &[&str]) -> serde_json::Value {
     awa(url, &all).json()
 }
 
-/// Every attempt start of the queue, in order (microseconds since epoch).
-async fn starts(conn: &mut sqlx::PgConnection, queue: &str) -> Vec<i64> {
-    sqlx::query(
-        "SELECT (extract(epoch FROM b.claimed_at) * 1000000)::bigint AS at
-           FROM awa.claim_batches b CROSS JOIN LATERAL unnest(b.job_ids) AS j(id)
-          WHERE b.queue = $1 ORDER BY 1",
+/// Every attempt of every job of `queue` that has one, from the attempt
+/// history: (job id, attempt record).
+async fn attempts(conn: &mut sqlx::PgConnection, queue: &str) -> Vec<(i64, AttemptRecord)> {
+    // Jobs never claimed have no attempt; a job put back (released or
+    // rescued) keeps its records in its body.
+    let ids: Vec<i64> = sqlx::query(
+        "SELECT id FROM awa.jobs WHERE queue = $1 AND (state <> 'available' OR attempts IS NOT NULL)",
     )
     .bind(queue)
-    .fetch_all(conn)
+    .fetch_all(&mut *conn)
     .await
     .unwrap()
     .iter()
-    .map(|r| r.get::<i64, _>("at"))
-    .collect()
+    .map(|r| r.get("id"))
+    .collect();
+    let history = PgHistoryPlane::new(SchemaName::default_schema());
+    let mut all = Vec::new();
+    for id in ids {
+        let job = history
+            .job(&mut *conn, JobId(id))
+            .await
+            .unwrap()
+            .unwrap_or_else(|| panic!("job {id} is gone"));
+        all.extend(
+            job.attempts
+                .expect("a one-job read has attempts")
+                .into_iter()
+                .map(|a| (id, a)),
+        );
+    }
+    all
+}
+
+/// Every start, in order (microseconds since the epoch).
+fn starts(attempts: &[(i64, AttemptRecord)]) -> Vec<i64> {
+    let mut starts: Vec<i64> = attempts
+        .iter()
+        .map(|(id, a)| {
+            a.started_at
+                .unwrap_or_else(|| panic!("job {id}: attempt without a start: {a:?}"))
+                .timestamp_micros()
+        })
+        .collect();
+    starts.sort_unstable();
+    starts
 }
 
 /// The most starts in any half-open window of `window` (sliding: every
@@ -78,6 +110,41 @@ fn the_window_count_is_exact() {
     assert_eq!(s(&[0, 500_000, 1_200_000, 1_400_000]), 3);
 }
 
+/// The runtime `awa.runtimes` registered for the process `pid`.
+async fn instance_of(conn: &mut sqlx::PgConnection, pid: u32) -> uuid::Uuid {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let row =
+            sqlx::query("SELECT instance_id FROM awa.runtimes WHERE pid = $1 AND role = 'worker'")
+                .bind(pid as i32)
+                .fetch_optional(&mut *conn)
+                .await
+                .unwrap();
+        if let Some(row) = row {
+            return row.get("instance_id");
+        }
+        assert!(Instant::now() < deadline, "worker {pid} never registered");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// The jobs of `queue` whose handlers run under `instance` now.
+async fn running_under(
+    conn: &mut sqlx::PgConnection,
+    queue: &str,
+    instance: uuid::Uuid,
+) -> Vec<i64> {
+    sqlx::query("SELECT id FROM awa.jobs WHERE queue = $1 AND state = 'running' AND holder = $2")
+        .bind(queue)
+        .bind(instance)
+        .fetch_all(conn)
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get("id"))
+        .collect()
+}
+
 #[tokio::test]
 async fn a_rate_limit_of_50_per_second_holds_across_four_workers_and_a_sigkill() {
     let db = migrated_db().await;
@@ -87,12 +154,13 @@ async fn a_rate_limit_of_50_per_second_holds_across_four_workers_and_a_sigkill()
     // More than 60 s of work at 50/s: the limit, not the backlog, sets
     // the pace for the whole run.
     enqueue(&url, "lim", "k", 4000);
+    let mut conn = sqlx::PgConnection::connect(&url).await.unwrap();
 
     // The leader rescues the killed worker's attempts. Its rings rotate
     // once at start (the template's ledger is old) and then not for an
-    // hour, so no claim batch of the run is reclaimed before it is
-    // counted: a completed attempt's start is its batch's claimed_at,
-    // kept while the claim ring holds the batch (ADR 11).
+    // hour, so no claim batch of the run is reclaimed before it is read:
+    // a completed attempt's start comes from its batch while the claim
+    // ring holds it (ADR 11).
     let maint = spawn_awa(
         &url,
         &[
@@ -104,70 +172,52 @@ async fn a_rate_limit_of_50_per_second_holds_across_four_workers_and_a_sigkill()
             "1h",
         ],
     );
-    std::thread::sleep(Duration::from_secs(3));
+    tokio::time::sleep(Duration::from_secs(3)).await;
     let mut workers: Vec<_> = (0..4)
         .map(|_| worker(&url, "lim", "sleep:1000", "50"))
         .collect();
     let began = Instant::now();
-    std::thread::sleep(Duration::from_secs(20));
-    // Mid-run, with claimed jobs in hand: its attempts are rescued and run
-    // again, each start counted.
-    workers[0].kill9();
+    let victim = instance_of(&mut conn, workers[0].pid()).await;
+    // Mid-run, and only while its handlers run: their attempts must be
+    // rescued and run again, each start counted.
+    tokio::time::sleep(Duration::from_secs(20)).await;
+    let held = loop {
+        let held = running_under(&mut conn, "lim", victim).await;
+        if !held.is_empty() {
+            workers[0].kill9();
+            break held;
+        }
+        assert!(
+            began.elapsed() < Duration::from_secs(40),
+            "the first worker never held running jobs"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    };
+    let killed_at = began.elapsed();
     let run: u64 = std::env::var("AWA_LIMIT_RUN_SECS")
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(60);
-    eprintln!("killed at {:?}", chrono::Utc::now());
-    let mut dbg = sqlx::PgConnection::connect(&url).await.unwrap();
-    while began.elapsed() < Duration::from_secs(run) {
-        std::thread::sleep(Duration::from_millis(1000));
-        let rows = sqlx::query("SELECT pid, state, wait_event_type || ':' || coalesce(wait_event, '') AS w, left(query, 60) AS q, (now() - xact_start)::text AS x FROM pg_stat_activity WHERE datname = current_database() AND state <> 'idle' AND pid <> pg_backend_pid()")
-            .fetch_all(&mut dbg).await.unwrap();
-        for r in rows {
-            eprintln!(
-                "{:?} {:?} {:?} {:?} {:?} {:?}",
-                chrono::Utc::now(),
-                r.get::<i32, _>("pid"),
-                r.get::<Option<String>, _>("state"),
-                r.get::<Option<String>, _>("w"),
-                r.get::<Option<String>, _>("q"),
-                r.get::<Option<String>, _>("x")
-            );
-        }
-    }
+    let rest = Duration::from_secs(run).saturating_sub(began.elapsed());
+    tokio::time::sleep(rest).await;
     for w in &workers[1..] {
         w.terminate();
     }
     for w in workers.drain(1..) {
         let run = w.finish();
-        eprintln!(
-            "worker stderr: {}",
-            &run.stderr[..run.stderr.len().min(3000)]
-        );
         assert!(run.ok(), "{run:#?}");
     }
     maint.terminate();
     let _ = maint.finish();
 
-    let mut conn = sqlx::PgConnection::connect(&url).await.unwrap();
-    let starts = starts(&mut conn, "lim").await;
+    let attempts = attempts(&mut conn, "lim").await;
+    let starts = starts(&attempts);
     let most = most_in_any_window(&starts, Duration::from_secs(1));
     assert!(
         most <= 50,
         "{most} starts in one second ({} in all)",
         starts.len()
     );
-    let shape: Vec<String> = sqlx::query(
-        "SELECT to_char(date_trunc('second', claimed_at), 'SS') || ':' || string_agg(cardinality(job_ids)::text, ',' ORDER BY claimed_at) AS s
-           FROM awa.claim_batches WHERE queue = 'lim' GROUP BY date_trunc('second', claimed_at) ORDER BY 1",
-    )
-    .fetch_all(&mut conn)
-    .await
-    .unwrap()
-    .iter()
-    .map(|r| r.get::<String, _>("s"))
-    .collect();
-    eprintln!("batches per second: {shape:#?}");
     // The run was limited, not idle: well over half the limit on average
     // (a loose floor; the bound above is the point).
     assert!(
@@ -175,39 +225,40 @@ async fn a_rate_limit_of_50_per_second_holds_across_four_workers_and_a_sigkill()
         "only {} starts in {run} s",
         starts.len()
     );
-    let rescued: i64 = sqlx::query(
-        "SELECT count(*) AS n
-           FROM awa.claim_closures c
-           JOIN awa.claim_batches b ON b.slot = c.slot AND b.batch_id = c.batch_id
-          CROSS JOIN LATERAL generate_subscripts(c.items, 1) AS i(k)
-          WHERE b.queue = 'lim' AND coalesce(c.outcomes[i.k], c.outcome) = 'rescued'",
-    )
-    .fetch_one(&mut conn)
-    .await
-    .unwrap()
-    .get("n");
-    let outcomes: Option<String> = sqlx::query(
-        "SELECT string_agg(DISTINCT coalesce(c.outcomes::text, c.outcome), ' ') AS o FROM awa.claim_closures c",
-    )
-    .fetch_one(&mut conn)
-    .await
-    .unwrap()
-    .get("o");
-    let states: Option<String> = sqlx::query(
-        "SELECT string_agg(state || '=' || n, ' ') AS o FROM (SELECT state, count(*) AS n FROM awa.jobs WHERE queue = 'lim' GROUP BY 1) s",
-    )
-    .fetch_one(&mut conn)
-    .await
-    .unwrap()
-    .get("o");
-    eprintln!("closure outcomes: {outcomes:?}; states: {states:?}");
-    // Whether the killed worker held attempts at that instant depends on
-    // which workers won the window's claims just before; when it did,
-    // rescue closed them (counted here) and their next runs are starts
-    // like any other. The bound above holds either way.
+    // The killed worker's attempts: each job it was running ended in the
+    // history by rescue (or, in the instant before the kill, by its own
+    // completion), at least one was rescued, and none is left open.
+    let by_victim = |id: i64| {
+        attempts
+            .iter()
+            .filter(move |(j, a)| *j == id && a.runtime.as_ref().and_then(|r| r.id) == Some(victim))
+            .map(|(_, a)| a.outcome.as_str())
+    };
+    let mut rescued = 0;
+    for &id in &held {
+        let outcomes: Vec<_> = by_victim(id).collect();
+        assert!(
+            outcomes
+                .iter()
+                .all(|o| ["rescued", "completed"].contains(o))
+                && !outcomes.is_empty(),
+            "job {id}, running under the killed worker: {outcomes:?}"
+        );
+        rescued += outcomes.iter().filter(|o| **o == "rescued").count();
+    }
+    assert!(rescued > 0, "none of {held:?} was rescued");
+    let open: Vec<_> = attempts
+        .iter()
+        .filter(|(_, a)| {
+            a.outcome == "running" && a.runtime.as_ref().and_then(|r| r.id) == Some(victim)
+        })
+        .collect();
+    assert!(open.is_empty(), "the killed worker still holds {open:?}");
     eprintln!(
-        "rate limit: {} starts in {run} s, at most {most} in any second, {rescued} rescued",
-        starts.len()
+        "rate limit: {} starts in {run} s, at most {most} in any second; killed at {killed_at:?} \
+         holding {} running jobs, {rescued} rescued",
+        starts.len(),
+        held.len()
     );
 }
 

@@ -190,6 +190,17 @@ impl ExecuteNext<'_> {
     }
 }
 
+/// `handler` with `middleware` around it, for a worker built on
+/// `awa_exec::worker::Worker` directly rather than by a
+/// [`crate::ClientBuilder`] (as `awa worker run` is): the same wrapping the
+/// builder gives a registered handler.
+pub fn around(handler: impl Handler, middleware: impl Middleware) -> impl Handler {
+    Wrapped {
+        chain: Chain::default().with(Arc::new(middleware)),
+        inner: Arc::new(handler),
+    }
+}
+
 /// A handler with the chain around it (only built when the chain is not
 /// empty).
 pub(crate) struct Wrapped {

@@ -7,7 +7,11 @@ pub enum WorkerCommand {
     /// Serve queues with one built-in handler for every job kind, until
     /// Ctrl-C / SIGTERM (or, with --exit-when-idle / --exit-when-drained,
     /// until nothing is left). On a terminal a progress line shows the jobs
-    /// done, the rate and what is still awaited.
+    /// done, the rate and what is still awaited. With
+    /// OTEL_EXPORTER_OTLP_ENDPOINT (or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT)
+    /// set, each attempt's span (a child of the trace context the job was
+    /// enqueued with) is exported over OTLP/HTTP; OTEL_SERVICE_NAME names
+    /// the service (default awa-worker).
     Run(WorkerRunArgs),
 }
 

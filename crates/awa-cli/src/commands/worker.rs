@@ -54,6 +54,8 @@ async fn run_worker(cli: &Cli, args: &WorkerRunArgs) -> Result<(), CliError> {
     config.cancel_grace = awa_core::bounds::CANCEL_GRACE
         .check(input::duration("--cancel-grace", &args.cancel_grace)?)?;
     config.validate()?;
+    // Built only when the environment names an OTLP endpoint.
+    let traces = crate::traces::from_env()?;
     // Everything is validated: only now connect and write.
     let url = db::require_url(&cli.database_url)?;
     // Handlers here do no database work, so a quarter of the concurrency
@@ -97,7 +99,16 @@ async fn run_worker(cli: &Cli, args: &WorkerRunArgs) -> Result<(), CliError> {
         None => awa_control::routing::follow(&pool, Some(config.instance_id)).await?,
     };
     let mut worker = Worker::new(pool.clone(), config);
-    worker.register_default(handler);
+    match &traces {
+        Some(export) => {
+            let var = export.from.0;
+            eprintln!("awa worker: exporting traces over OTLP/HTTP ({var})");
+            worker.register_default(awa::middleware::around(handler, export.middleware()));
+        }
+        None => {
+            worker.register_default(handler);
+        }
+    }
     worker.follow_routing(routing.clone());
 
     let (stop_tx, stop_rx) = watch::channel(false);
@@ -149,6 +160,9 @@ async fn run_worker(cli: &Cli, args: &WorkerRunArgs) -> Result<(), CliError> {
         }
     }
     pool.close().await;
+    if let Some(export) = traces {
+        export.shutdown().await;
+    }
     let report = Report {
         stats: result?,
         idle_queries: idle_queries.load(Ordering::Relaxed),

@@ -28,6 +28,7 @@ from ._awa import AwaError, ValidationError
 from ._client import Client, cli
 from ._enqueue import Enqueued, WithOptions, enqueue, enqueue_many
 from ._jobs import JobSpec, RawJob, Unique, job
+from ._middleware import Middleware, Refused
 from ._outcomes import Cancel, Complete, Fail, Outcome, Retry, RetryAfter, Snooze
 from ._worker import Context, ExponentialBackoff, FixedBackoff, JobEvent, Worker
 
@@ -52,8 +53,10 @@ __all__ = [
     "FixedBackoff",
     "JobEvent",
     "JobSpec",
+    "Middleware",
     "Outcome",
     "RawJob",
+    "Refused",
     "Retry",
     "RetryAfter",
     "Snooze",

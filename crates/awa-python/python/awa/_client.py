@@ -4,12 +4,14 @@ by selection), workers, and the typed-job decorator."""
 
 from __future__ import annotations
 
+import inspect
 import json
 from typing import Any, Callable, Iterable, Mapping, TypeVar
 
 from . import _awa
-from ._enqueue import enqueue, enqueue_many
+from ._enqueue import _first, through
 from ._jobs import DEFAULT_PRIORITY, job
+from ._middleware import Middleware, check
 from ._worker import Worker
 
 T = TypeVar("T")
@@ -19,14 +21,32 @@ class Client:
     """A handle on one Awa database, by URL (``postgres://...``).
 
     Producers need no client: ``awa.enqueue(conn, job)`` runs on the
-    application's own connection. The client connects (a small pool) on
-    first use of an admin method; workers open their own pool.
+    application's own connection. ``client.enqueue(conn, job)`` is the
+    same with the client's middleware around it (`awa.Middleware`), which
+    also wraps every attempt of the workers it makes. The client connects
+    (a small pool) on first use of an admin method; workers open their
+    own pool.
     """
 
-    def __init__(self, url: str, *, default_queue: str | None = None) -> None:
+    def __init__(
+        self,
+        url: str,
+        *,
+        default_queue: str | None = None,
+        middleware: Iterable[Middleware] = (),
+    ) -> None:
         self.url = url
         self.default_queue = default_queue
         self._native: _awa.NativeClient | None = None
+        self._middleware: list[Middleware] = [check(m) for m in middleware]
+
+    def use(self, middleware: Middleware) -> "Client":
+        """Add `middleware` inside any added before (the first added is
+        outermost): around `client.enqueue` / `client.enqueue_many`, and
+        around every attempt of the workers `client.worker` makes from
+        now on, outside their own."""
+        self._middleware.append(check(middleware))
+        return self
 
     def __repr__(self) -> str:
         # The URL may carry a password: never show it.
@@ -51,11 +71,24 @@ class Client:
         return job(kind, queue=q, priority=priority, max_attempts=max_attempts)
 
     def worker(self, queues: Mapping[str, int], **options: Any) -> Worker:
-        """A worker for `queues` ({name: concurrency}); see `awa.Worker`."""
-        return Worker(self.url, queues, **options)
+        """A worker for `queues` ({name: concurrency}) with this client's
+        middleware; see `awa.Worker`."""
+        worker = Worker(self.url, queues, **options)
+        for m in self._middleware:
+            worker.use(m)
+        return worker
 
-    enqueue = staticmethod(enqueue)
-    enqueue_many = staticmethod(enqueue_many)
+    def enqueue(self, conn: Any, job: Any, **options: Any) -> Any:
+        """`awa.enqueue` through this client's middleware."""
+        result = through(self._middleware, conn, [job], options)
+        if inspect.isawaitable(result):
+            return _first(result)
+        return result[0]
+
+    def enqueue_many(self, conn: Any, jobs: Iterable[Any], **options: Any) -> Any:
+        """`awa.enqueue_many` through this client's middleware: one
+        `on_enqueue` call per call, with all its jobs."""
+        return through(self._middleware, conn, jobs, options)
 
     def get_job(self, job_id: int) -> dict[str, Any] | None:
         """One job (any state, from every plane) or None when unknown.

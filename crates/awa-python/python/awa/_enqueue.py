@@ -17,6 +17,7 @@ from typing import Any, Iterable, Mapping, NamedTuple, Sequence
 
 from . import _awa
 from ._jobs import Unique, args_of, run_at_text, spec_of, timeout_seconds, to_json
+from ._middleware import Middleware, enqueue_chain, enqueue_chain_async
 
 try:  # Trace context travels with the job when OpenTelemetry is installed.
     from opentelemetry import trace as _otel_trace
@@ -41,7 +42,9 @@ class Enqueued(NamedTuple):
 
 
 class WithOptions:
-    """A job with per-enqueue options, for `enqueue_many`."""
+    """A job with per-enqueue options, for `enqueue_many`; also how
+    enqueue middleware sees each job (with the call's options merged in),
+    where ``queue`` and ``metadata`` may be changed."""
 
     __slots__ = ("job", "options")
 
@@ -69,6 +72,30 @@ class WithOptions:
             unique=unique,
             timeout=timeout,
         )
+
+    @property
+    def kind(self) -> str:
+        """The job's kind."""
+        return spec_of(self.job).kind
+
+    @property
+    def queue(self) -> str:
+        """The queue it goes to: its own option, else its class's."""
+        queue = self.options.get("queue")
+        return spec_of(self.job).queue if queue is None else queue
+
+    @queue.setter
+    def queue(self, value: str) -> None:
+        self.options["queue"] = value
+
+    @property
+    def metadata(self) -> Mapping[str, Any] | None:
+        """Its metadata option (None when it has none)."""
+        return self.options.get("metadata")
+
+    @metadata.setter
+    def metadata(self, value: Mapping[str, Any] | None) -> None:
+        self.options["metadata"] = value
 
 
 # The statement, without its header (psycopg reads % in comments too).
@@ -275,3 +302,30 @@ def enqueue(
 
 async def _first(result: Any) -> Enqueued:
     return (await result)[0]
+
+
+def through(layers: Sequence[Middleware], conn: Any, jobs: Iterable[Any], options: Mapping[str, Any]) -> Any:
+    """`enqueue_many(conn, jobs, **options)` with enqueue middleware
+    `layers` around it (outermost first), each job as a WithOptions with
+    the call's options merged in. Without layers, `enqueue_many` itself."""
+    if not layers:
+        return enqueue_many(conn, jobs, **options)
+    unknown = set(options) - set(WithOptions(None).options)
+    if unknown:
+        raise TypeError(f"unknown enqueue options: {', '.join(sorted(unknown))}")
+    items = []
+    for job in jobs:
+        own = job.options if isinstance(job, WithOptions) else {}
+        merged = WithOptions(job.job if isinstance(job, WithOptions) else job)
+        merged.options.update({k: v for k, v in options.items() if v is not None})
+        merged.options.update({k: v for k, v in own.items() if v is not None})
+        if isinstance(merged.metadata, Mapping):
+            merged.metadata = dict(merged.metadata)  # the middleware's to change
+        items.append(merged)
+    if _is_async(conn):
+        return enqueue_chain_async(layers, lambda js: _awaitable(enqueue_many(conn, js)))(items)
+    return enqueue_chain(layers, lambda js: enqueue_many(conn, js))(items)
+
+
+async def _awaitable(result: Any) -> list[Enqueued]:
+    return await result

@@ -16,7 +16,8 @@ from typing import Any, Callable, Mapping
 
 from . import _awa
 from ._jobs import args_of, from_args, spec_of, timeout_seconds, to_json
-from ._outcomes import from_exception, from_result
+from ._middleware import Middleware, check, execute_chain, execute_chain_async, require_async
+from ._outcomes import Fail, from_exception, from_result
 
 
 @dataclass(frozen=True)
@@ -207,39 +208,49 @@ _SYNC_POOL = _SyncPool()
 
 
 class _Kind:
-    """One registered kind: decodes args, calls the handler, maps the
-    result. `invoke(native, done)` never raises and returns at once: the
-    outcome tuple reaches `done.set` (sync handlers, on `_SYNC_POOL`) or
-    `done` as the done-callback of the returned future (async handlers,
-    on the worker's loop)."""
+    """One registered kind: decodes args, calls the handler (inside the
+    worker's middleware, when it has some), maps the result.
+    `invoke(native, done)` never raises and returns at once: the outcome
+    tuple reaches `done.set` (sync handlers, on `_SYNC_POOL`) or `done` as
+    the done-callback of the returned future (async handlers, on the
+    worker's loop)."""
 
-    def __init__(self, job_type: type | None, handler: Callable[..., Any]) -> None:
+    def __init__(
+        self, job_type: type | None, handler: Callable[..., Any], middleware: list[Middleware]
+    ) -> None:
         self.job_type = job_type
         self.handler = handler
         self.is_async = inspect.iscoroutinefunction(handler)
         self.with_context = _takes_context(handler)
         self.loop: asyncio.AbstractEventLoop | None = None
+        # The worker's list, shared: middleware added later applies too.
+        self.middleware = middleware
 
-    def _prepare(self, native: _awa.NativeContext) -> tuple[tuple[Any, ...] | None, Any]:
-        ctx = Context(native)
+    def _arguments(self, ctx: Context) -> tuple[Any, ...]:
         job: Any = ctx.args
         if self.job_type is not None:
             try:
                 job = from_args(self.job_type, ctx.args)
             except Exception as e:  # args that do not fit the type never will
                 name = self.job_type.__name__
-                return None, ("fail", None, f"the args of job kind {ctx.kind!r} do not match {name}: {e}")
-        return ((job, ctx) if self.with_context else (job,)), None
+                raise Fail(f"the args of job kind {ctx.kind!r} do not match {name}: {e}") from None
+        return (job, ctx) if self.with_context else (job,)
+
+    def _handle(self, ctx: Context) -> Any:
+        return self.handler(*self._arguments(ctx))
+
+    async def _ahandle(self, ctx: Context) -> Any:
+        return await self.handler(*self._arguments(ctx))
 
     def invoke(self, native: _awa.NativeContext, done: Any) -> None:
         _SYNC_POOL.submit(lambda: done.set(self._call(native)))
 
     def _call(self, native: _awa.NativeContext) -> tuple[str, float | None, str | None]:
-        call, failed = self._prepare(native)
-        if call is None:
-            return failed
         try:
-            return from_result(self.handler(*call))
+            ctx = Context(native)
+            if self.middleware:
+                return from_result(execute_chain(self.middleware, self._handle)(ctx))
+            return from_result(self._handle(ctx))
         except BaseException as e:
             return from_exception(e)
 
@@ -250,11 +261,11 @@ class _Kind:
         return future
 
     async def _run(self, native: _awa.NativeContext) -> tuple[str, float | None, str | None]:
-        call, failed = self._prepare(native)
-        if call is None:
-            return failed
         try:
-            return from_result(await self.handler(*call))
+            ctx = Context(native)
+            if self.middleware:
+                return from_result(await execute_chain_async(self.middleware, self._ahandle)(ctx))
+            return from_result(await self._ahandle(ctx))
         except BaseException as e:
             return from_exception(e)
 
@@ -306,6 +317,20 @@ class Worker:
             None if cancel_grace is None else float(cancel_grace),
         )
         self._kinds: list[_Kind] = []
+        self._middleware: list[Middleware] = []
+
+    def use(self, middleware: Middleware) -> "Worker":
+        """Run every attempt inside `middleware` (an `awa.Middleware`),
+        inside any added before (the first added is outermost; a client's
+        come first). Its ``around_execute`` wraps sync handlers and
+        ``around_execute_async`` async ones; one that overrides only the
+        sync method cannot wrap an async handler (TypeError). How results
+        and errors pass through: `awa.Middleware`."""
+        m = check(middleware)
+        if any(k.is_async for k in self._kinds):
+            require_async([m], "around_execute", "an async handler")
+        self._middleware.append(m)
+        return self
 
     def register(
         self,
@@ -334,7 +359,9 @@ class Worker:
             kind, job_type, default = spec.kind, job, spec.timeout
         secs = timeout_seconds(timeout)
         secs = default if secs is None else secs
-        entry = _Kind(job_type, handler)
+        entry = _Kind(job_type, handler, self._middleware)
+        if entry.is_async:
+            require_async(self._middleware, "around_execute", "an async handler")
         invoke = entry.invoke_async if entry.is_async else entry.invoke
         self._native.register(kind, invoke, entry.is_async, None if retry is None else retry._tuple(), secs)
         self._kinds.append(entry)
