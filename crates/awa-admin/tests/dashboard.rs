@@ -11,16 +11,12 @@
 //! Without chromium this test skips with a loud message, unless CI is set:
 //! then it fails (`.ci/run` installs chromium).
 
+mod browser;
 mod common;
 
 use awa_admin::AppState;
-use chromiumoxide::browser::{Browser, BrowserConfig};
-use chromiumoxide::cdp::browser_protocol::emulation::{
-    SetDeviceMetricsOverrideParams, SetTimezoneOverrideParams,
-};
-use chromiumoxide::page::{Page, ScreenshotParams};
+use browser::{Browser, Page};
 use common::*;
-use futures::StreamExt;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -45,21 +41,14 @@ fn screenshots() -> PathBuf {
 async fn wait_for(page: &Page, what: &str, js: &str) {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(40);
     loop {
-        let ok = page
-            .evaluate(js)
-            .await
-            .ok()
-            .and_then(|r| r.into_value::<bool>().ok())
-            .unwrap_or(false);
+        let ok = page.evaluate::<bool>(js).await.unwrap_or(false);
         if ok {
             return;
         }
         if tokio::time::Instant::now() > deadline {
             let body = page
-                .evaluate("document.body.innerText")
+                .evaluate::<String>("document.body.innerText")
                 .await
-                .ok()
-                .and_then(|r| r.into_value::<String>().ok())
                 .unwrap_or_default();
             panic!("timed out waiting for {what}; the page shows:\n{body}");
         }
@@ -72,10 +61,8 @@ async fn text(page: &Page, selector: &str) -> String {
         "(() => {{ const e = document.querySelector({}); return e ? e.textContent : null; }})()",
         serde_json::to_string(selector).unwrap()
     );
-    page.evaluate(js.as_str())
+    page.evaluate::<Option<String>>(&js)
         .await
-        .unwrap()
-        .into_value::<Option<String>>()
         .unwrap()
         .unwrap_or_else(|| panic!("no element {selector}"))
 }
@@ -85,26 +72,23 @@ async fn count(page: &Page, selector: &str) -> usize {
         "document.querySelectorAll({}).length",
         serde_json::to_string(selector).unwrap()
     );
-    page.evaluate(js.as_str())
-        .await
-        .unwrap()
-        .into_value::<usize>()
-        .unwrap()
+    page.evaluate::<usize>(&js).await.unwrap()
 }
 
 async fn visit(page: &Page, base: &str, hash: &str, ready: &str) {
-    page.evaluate(format!("location.hash = {}", serde_json::to_string(hash).unwrap()).as_str())
-        .await
-        .unwrap();
+    page.evaluate::<serde_json::Value>(&format!(
+        "location.hash = {}",
+        serde_json::to_string(hash).unwrap()
+    ))
+    .await
+    .unwrap();
     let _ = base;
     wait_for(page, hash, ready).await;
 }
 
 async fn shoot(page: &Page, name: &str) {
     let path = screenshots().join(format!("{name}.png"));
-    page.save_screenshot(ScreenshotParams::builder().full_page(true).build(), &path)
-        .await
-        .unwrap();
+    page.screenshot(&path).await.unwrap();
     assert!(
         std::fs::metadata(&path).unwrap().len() > 1000,
         "{name}.png written"
@@ -160,11 +144,7 @@ const LAYOUT_PROBLEMS: &str = r##"(() => {
 })()"##;
 
 async fn layout_problems(page: &Page) -> Vec<String> {
-    page.evaluate(LAYOUT_PROBLEMS)
-        .await
-        .unwrap()
-        .into_value::<Vec<String>>()
-        .unwrap()
+    page.evaluate::<Vec<String>>(LAYOUT_PROBLEMS).await.unwrap()
 }
 
 async fn set_width(page: &Page, width: i64) {
@@ -173,11 +153,7 @@ async fn set_width(page: &Page, width: i64) {
     } else {
         (900, false)
     };
-    page.execute(SetDeviceMetricsOverrideParams::new(
-        width, height, 1.0, mobile,
-    ))
-    .await
-    .unwrap();
+    page.set_screen(width, height, mobile).await.unwrap();
     wait_for(
         page,
         &format!("a {width} px viewport"),
@@ -331,35 +307,12 @@ async fn every_page_shows_the_database_and_retry_works() {
     ));
 
     let profile = tempfile::tempdir().unwrap();
-    let browser_config = BrowserConfig::builder()
-        .chrome_executable(chromium)
-        .no_sandbox()
-        .user_data_dir(profile.path())
-        .window_size(1280, 900)
-        // Generous: the rest of the suite may be loading the machine.
-        .launch_timeout(Duration::from_secs(60))
-        .request_timeout(Duration::from_secs(60))
-        .args([
-            "--disable-gpu",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--disable-sync",
-            "--no-first-run",
-            "--disable-quic",
-        ])
-        .build()
-        .unwrap();
-    let (mut browser, mut handler) = Browser::launch(browser_config).await.unwrap();
-    let events = tokio::spawn(async move { while handler.next().await.is_some() {} });
+    let browser = Browser::launch(&chromium, profile.path()).await.unwrap();
     // The zone is set before the page loads: times must name it.
     let page = browser.new_page("about:blank").await.unwrap();
-    page.execute(SetTimezoneOverrideParams::new("Asia/Tokyo"))
-        .await
-        .unwrap();
-    page.execute(SetDeviceMetricsOverrideParams::new(1280, 900, 1.0, false))
-        .await
-        .unwrap();
-    page.goto(format!("{base}/#/queues")).await.unwrap();
+    page.set_time_zone("Asia/Tokyo").await.unwrap();
+    page.set_screen(1280, 900, false).await.unwrap();
+    page.goto(&format!("{base}/#/queues")).await.unwrap();
 
     // Queues: every count cell equals the database's.
     wait_for(
@@ -492,21 +445,9 @@ async fn every_page_shows_the_database_and_retry_works() {
     // DLQ: unlock with the token, click retry on one entry, see it leave.
     visit(&page, &base, "#/dlq", "!!document.querySelector('#dlq')").await;
     assert_eq!(count(&page, "#dlq tbody tr").await, 3);
-    page.find_element("#token-input")
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap()
-        .type_str(TOKEN)
-        .await
-        .unwrap();
-    page.find_element("#token-form button")
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    page.click("#token-input").await.unwrap();
+    page.type_text(TOKEN).await.unwrap();
+    page.click("#token-form button").await.unwrap();
     wait_for(
         &page,
         "the token form to go",
@@ -530,12 +471,7 @@ async fn every_page_shows_the_database_and_retry_works() {
     // Every entry's actions are there, enabled, at both widths.
     assert_eq!(count(&page, "#dlq button:enabled").await, 6);
     check_and_shoot(&page, "dlq").await;
-    page.find_element(retry.as_str())
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    page.click(&retry).await.unwrap();
     wait_for(
         &page,
         "the retried entry to leave",
@@ -565,7 +501,9 @@ async fn every_page_shows_the_database_and_retry_works() {
     );
     assert_eq!(text(&page, "[data-cron-error=\"hourly\"]").await, "–");
     check_and_shoot(&page, "cron").await;
-    page.evaluate("window.confirm = () => true").await.unwrap();
+    page.evaluate::<serde_json::Value>("window.confirm = () => true")
+        .await
+        .unwrap();
     let run = format!("[data-cron=\"{CRON}\"] button[data-action=\"cron-run\"]");
     wait_for(
         &page,
@@ -573,12 +511,7 @@ async fn every_page_shows_the_database_and_retry_works() {
         &format!("!!document.querySelector('{run}') && !document.querySelector('{run}').disabled"),
     )
     .await;
-    page.find_element(run.as_str())
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    page.click(&run).await.unwrap();
     wait_for(
         &page,
         "the run to be reported",
@@ -603,12 +536,7 @@ async fn every_page_shows_the_database_and_retry_works() {
         "available"
     );
     let pause = format!("[data-cron=\"{CRON}\"] button[data-action=\"cron-pause\"]");
-    page.find_element(pause.as_str())
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    page.click(&pause).await.unwrap();
     wait_for(
         &page,
         "the schedule to show paused",
@@ -667,8 +595,6 @@ async fn every_page_shows_the_database_and_retry_works() {
         .await
         .unwrap();
     browser.close().await.unwrap();
-    let _ = browser.wait().await;
-    events.abort();
     let _ = stop_tx.send(());
     server.await.unwrap().unwrap();
 }
@@ -679,7 +605,7 @@ async fn launch(
     base: &str,
     hash: &str,
     profile: &std::path::Path,
-) -> Option<(Browser, tokio::task::JoinHandle<()>, Page)> {
+) -> Option<(Browser, Page)> {
     let Some(chromium) = chromium() else {
         if std::env::var_os("CI").is_some() {
             panic!(
@@ -692,30 +618,10 @@ async fn launch(
         );
         return None;
     };
-    let browser_config = BrowserConfig::builder()
-        .chrome_executable(chromium)
-        .no_sandbox()
-        .user_data_dir(profile)
-        .window_size(1280, 900)
-        .launch_timeout(Duration::from_secs(60))
-        .request_timeout(Duration::from_secs(60))
-        .args([
-            "--disable-gpu",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--disable-sync",
-            "--no-first-run",
-            "--disable-quic",
-        ])
-        .build()
-        .unwrap();
-    let (browser, mut handler) = Browser::launch(browser_config).await.unwrap();
-    let events = tokio::spawn(async move { while handler.next().await.is_some() {} });
-    let page = browser.new_page(format!("{base}/{hash}")).await.unwrap();
-    page.execute(SetDeviceMetricsOverrideParams::new(1280, 900, 1.0, false))
-        .await
-        .unwrap();
-    Some((browser, events, page))
+    let browser = Browser::launch(&chromium, profile).await.unwrap();
+    let page = browser.new_page(&format!("{base}/{hash}")).await.unwrap();
+    page.set_screen(1280, 900, false).await.unwrap();
+    Some((browser, page))
 }
 
 /// Issue 22: the job page shows every attempt as a timeline (number,
@@ -739,7 +645,7 @@ async fn the_job_page_shows_every_attempt_and_bulk_actions_count_first() {
         },
     ));
     let profile = tempfile::tempdir().unwrap();
-    let Some((mut browser, events, page)) =
+    let Some((browser, page)) =
         launch(&base, &format!("#/job/{failed}"), profile.path()).await
     else {
         return;
@@ -771,9 +677,7 @@ async fn the_job_page_shows_every_attempt_and_bulk_actions_count_first() {
         1
     );
     shoot(&page, "job-attempts").await;
-    page.execute(SetDeviceMetricsOverrideParams::new(375, 800, 1.0, true))
-        .await
-        .unwrap();
+    page.set_screen(375, 800, true).await.unwrap();
     wait_for(
         &page,
         "the timeline within 375 px",
@@ -781,9 +685,7 @@ async fn the_job_page_shows_every_attempt_and_bulk_actions_count_first() {
     )
     .await;
     shoot(&page, "job-attempts-375px").await;
-    page.execute(SetDeviceMetricsOverrideParams::new(1280, 900, 1.0, false))
-        .await
-        .unwrap();
+    page.set_screen(1280, 900, false).await.unwrap();
 
     // A running job names its holder and its running attempt.
     visit(
@@ -801,31 +703,19 @@ async fn the_job_page_shows_every_attempt_and_bulk_actions_count_first() {
     );
 
     // Unlock actions; confirmations are answered yes and recorded.
-    page.find_element("#token-input")
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap()
-        .type_str(TOKEN)
-        .await
-        .unwrap();
-    page.find_element("#token-form button")
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
-    page.evaluate("window.confirm = m => { window.__asked = (window.__asked || []).concat([m]); return true; }")
-        .await
-        .unwrap();
+    page.click("#token-input").await.unwrap();
+    page.type_text(TOKEN).await.unwrap();
+    page.click("#token-form button").await.unwrap();
+    page.evaluate::<serde_json::Value>(
+        "window.confirm = m => { window.__asked = (window.__asked || []).concat([m]); return true; }",
+    )
+    .await
+    .unwrap();
     let asked = |i: usize| {
         let page = &page;
         async move {
-            page.evaluate(format!("(window.__asked || [])[{i}] || ''").as_str())
+            page.evaluate::<String>(&format!("(window.__asked || [])[{i}] || ''"))
                 .await
-                .unwrap()
-                .into_value::<String>()
                 .unwrap()
         }
     };
@@ -838,12 +728,7 @@ async fn the_job_page_shows_every_attempt_and_bulk_actions_count_first() {
         "!!document.querySelector('button[data-action=\"retry\"]:not(:disabled)')",
     )
     .await;
-    page.find_element("button[data-action=\"retry\"]")
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    page.click("button[data-action=\"retry\"]").await.unwrap();
     wait_for(
         &page,
         "the job to be back",
@@ -860,12 +745,7 @@ async fn the_job_page_shows_every_attempt_and_bulk_actions_count_first() {
         "!!document.querySelector('button[data-action=\"cancel-matching\"]:not(:disabled)')",
     )
     .await;
-    page.find_element("button[data-action=\"cancel-matching\"]")
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    page.click("button[data-action=\"cancel-matching\"]").await.unwrap();
     wait_for(
         &page,
         "both gamma jobs cancelled",
@@ -888,12 +768,7 @@ async fn the_job_page_shows_every_attempt_and_bulk_actions_count_first() {
         "!!document.querySelector('button[data-action=\"retry-matching\"]:not(:disabled)')",
     )
     .await;
-    page.find_element("button[data-action=\"retry-matching\"]")
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    page.click("button[data-action=\"retry-matching\"]").await.unwrap();
     wait_for(
         &page,
         "no cancelled job left",
@@ -909,8 +784,6 @@ async fn the_job_page_shows_every_attempt_and_bulk_actions_count_first() {
     assert_eq!(state_of(&pool, running).await, "available");
 
     browser.close().await.unwrap();
-    let _ = browser.wait().await;
-    events.abort();
     let _ = stop_tx.send(());
     server.await.unwrap().unwrap();
 }
