@@ -3,7 +3,7 @@
 
 use crate::common;
 
-use common::{awa, migrated_db};
+use common::{awa, migrated_db, worker_run};
 
 #[tokio::test]
 async fn dump_of_a_pruned_job_says_it_was_pruned() {
@@ -17,16 +17,7 @@ async fn dump_of_a_pruned_job_says_it_was_pruned() {
     let id = out["ids"][0].as_i64().expect("an id").to_string();
     let run = awa(
         url,
-        &[
-            "worker",
-            "run",
-            "--queue",
-            "h",
-            "--handler",
-            "noop",
-            "--exit-when-idle",
-            "--no-maintenance",
-        ],
+        &worker_run("h", "noop", &["--exit-when-idle", "--no-maintenance"]),
     );
     assert!(run.ok(), "{run:#?}");
     assert_eq!(

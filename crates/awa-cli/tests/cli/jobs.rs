@@ -2,7 +2,7 @@
 
 use crate::common;
 
-use common::{Run, awa, awa_stdin, enqueue, migrated_db, spawn_awa};
+use common::{Run, awa, awa_stdin, enqueue, migrated_db, spawn_awa, worker_run};
 use serde_json::{Value, json};
 use sqlx::Connection;
 
@@ -314,16 +314,7 @@ async fn fail_first_completes_on_the_second_attempt() {
     let out = enqueue(url, "flaky", "k", 3);
     let run = awa(
         url,
-        &[
-            "worker",
-            "run",
-            "--queue",
-            "flaky",
-            "--handler",
-            "fail-first:1",
-            "--exit-when-idle",
-            "--json",
-        ],
+        &worker_run("flaky", "fail-first:1", &["--exit-when-idle", "--json"]),
     )
     .json();
     assert_eq!(run["retried"], 3, "{run}");
@@ -498,17 +489,7 @@ async fn aging_off_on_a_new_queue_leaves_it_claimable() {
     .json();
     let run = awa(
         url,
-        &[
-            "worker",
-            "run",
-            "--queue",
-            "plain",
-            "--handler",
-            "noop",
-            "--exit-when-idle",
-            "--no-maintenance",
-            "--json",
-        ],
+        &worker_run("plain", "noop", &["--exit-when-idle", "--no-maintenance", "--json"]),
     )
     .json();
     assert_eq!(run["completed"], 1, "{run}");
@@ -521,15 +502,7 @@ async fn worker_stops_gracefully_on_sigterm() {
     enqueue(url, "slow", "k", 4);
     let worker = spawn_awa(
         url,
-        &[
-            "worker",
-            "run",
-            "--queue",
-            "slow",
-            "--handler",
-            "sleep:300",
-            "--json",
-        ],
+        &worker_run("slow", "sleep:300", &["--json"]),
     );
     // Wait until the jobs are done; without --exit-when-idle it keeps serving.
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
@@ -647,18 +620,7 @@ async fn cli_jobs_run_priority_one_first() {
     let handler = format!("chaos:{}", log.display());
     let run = awa(
         url,
-        &[
-            "worker",
-            "run",
-            "--queue",
-            "cliprio",
-            "--handler",
-            &handler,
-            "--concurrency",
-            "1",
-            "--exit-when-idle",
-            "--no-maintenance",
-        ],
+        &worker_run("cliprio", &handler, &["--concurrency", "1", "--exit-when-idle", "--no-maintenance"]),
     );
     assert!(run.ok(), "{run:?}");
     let ran: Vec<String> = std::fs::read_to_string(&log)

@@ -3,7 +3,7 @@
 
 use crate::common;
 
-use common::{awa, spawn_awa};
+use common::{awa, spawn_awa, worker_run};
 use std::time::{Duration, Instant};
 
 async fn leader_pid(url: &str) -> Option<i64> {
@@ -97,15 +97,7 @@ async fn a_worker_killed_mid_job_is_rescued_and_its_job_completed_once() {
 
     let mut doomed = spawn_awa(
         &url,
-        &[
-            "worker",
-            "run",
-            "--queue",
-            "k9",
-            "--handler",
-            "sleep:60000",
-            "--no-maintenance",
-        ],
+        &worker_run("k9", "sleep:60000", &["--no-maintenance"]),
     );
     wait_for("the job to start", Duration::from_secs(20), async || {
         let job = awa(&url, &["--json", "job", "dump", &id.to_string()]).json();
@@ -155,17 +147,7 @@ async fn a_hundred_thousand_jobs_through_rotation_complete_once_and_history_is_p
         .map(|_| {
             spawn_awa(
                 &url,
-                &[
-                    "worker",
-                    "run",
-                    "--queue",
-                    "bulk",
-                    "--handler",
-                    "noop",
-                    "--concurrency",
-                    "64",
-                    "--no-maintenance",
-                ],
+                &worker_run("bulk", "noop", &["--concurrency", "64", "--no-maintenance"]),
             )
         })
         .collect();

@@ -7,7 +7,7 @@
 use crate::common;
 
 use chrono::{DateTime, Utc};
-use common::{Run, awa, awa_bare, enqueue, migrated_db, spawn_awa};
+use common::{Run, awa, awa_bare, enqueue, migrated_db, spawn_awa, worker_run};
 use serde_json::Value;
 use sqlx::Connection;
 use std::time::Duration;
@@ -121,16 +121,7 @@ async fn json_output_is_never_mixed_with_progress() {
     enqueue(url, "doomed", "k", 3);
     let run = awa(
         url,
-        &[
-            "worker",
-            "run",
-            "--queue",
-            "doomed",
-            "--handler",
-            "fail",
-            "--exit-when-idle",
-            "--json",
-        ],
+        &worker_run("doomed", "fail", &["--exit-when-idle", "--json"]),
     );
     assert_eq!(run.json()["dead_lettered"], 3, "{run:#?}");
     let retried = awa(url, &["dlq", "retry", "--all", "--json"]);
@@ -152,18 +143,7 @@ async fn exit_when_idle_drains_without_counting_while_busy() {
     // throughout (some 15 times).
     let run = awa(
         url,
-        &[
-            "worker",
-            "run",
-            "--queue",
-            "busy",
-            "--handler",
-            "sleep:20",
-            "--concurrency",
-            "4",
-            "--exit-when-idle",
-            "--json",
-        ],
+        &worker_run("busy", "sleep:20", &["--concurrency", "4", "--exit-when-idle", "--json"]),
     );
     let report = run.json();
     no_terminal_codes(&run);
@@ -225,15 +205,7 @@ async fn exit_when_drained_leaves_work_past_the_horizon() {
     // The default horizon (1m) leaves it too; text output says so.
     let run = awa(
         url,
-        &[
-            "worker",
-            "run",
-            "--queue",
-            "q",
-            "--handler",
-            "noop",
-            "--exit-when-drained",
-        ],
+        &worker_run("q", "noop", &["--exit-when-drained"]),
     );
     assert!(
         run.ok()
@@ -244,15 +216,7 @@ async fn exit_when_drained_leaves_work_past_the_horizon() {
     );
     awa(
         url,
-        &[
-            "worker",
-            "run",
-            "--queue",
-            "q",
-            "--handler",
-            "noop",
-            "--exit-when-drained=soon",
-        ],
+        &worker_run("q", "noop", &["--exit-when-drained=soon"]),
     )
     .refused("\"soon\"");
 }

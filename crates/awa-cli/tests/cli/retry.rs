@@ -6,7 +6,7 @@
 
 use crate::common;
 
-use common::{Run, awa, migrated_db, spawn_awa};
+use common::{Run, awa, migrated_db, spawn_awa, worker_run};
 use serde_json::Value;
 use std::time::Duration;
 
@@ -15,16 +15,7 @@ use std::time::Duration;
 fn work(url: &str, queue: &str, handler: &str) -> (u32, Value) {
     let worker = spawn_awa(
         url,
-        &[
-            "worker",
-            "run",
-            "--queue",
-            queue,
-            "--handler",
-            handler,
-            "--exit-when-idle",
-            "--json",
-        ],
+        &worker_run(queue, handler, &["--exit-when-idle", "--json"]),
     );
     let pid = worker.pid();
     (pid, worker.finish().json())

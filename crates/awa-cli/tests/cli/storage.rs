@@ -2,7 +2,7 @@
 
 use crate::common;
 
-use common::{awa, awa_bare, migrated_db};
+use common::{awa, awa_bare, migrated_db, worker_run};
 use serde_json::Value;
 use sqlx::Connection;
 
@@ -110,15 +110,7 @@ async fn newer_schema_is_refused_everywhere() {
     awa(url, &["queue", "configure", "q", "--dlq", "on"]).refused(newer);
     awa(
         url,
-        &[
-            "worker",
-            "run",
-            "--queue",
-            "q",
-            "--handler",
-            "noop",
-            "--exit-when-idle",
-        ],
+        &worker_run("q", "noop", &["--exit-when-idle"]),
     )
     .refused(newer);
     awa(url, &["maint", "run", "--once"]).refused(newer);
@@ -498,16 +490,7 @@ async fn the_binary_works_as_the_runtime_role() {
     common::enqueue(&rt, "rq", "k", 30);
     let run = awa(
         &rt,
-        &[
-            "worker",
-            "run",
-            "--queue",
-            "rq",
-            "--handler",
-            "fail-first:1",
-            "--exit-when-idle",
-            "--json",
-        ],
+        &worker_run("rq", "fail-first:1", &["--exit-when-idle", "--json"]),
     )
     .json();
     assert_eq!(run["completed"], 30, "{run}");

@@ -11,7 +11,7 @@
 
 use crate::common;
 
-use common::{Running, awa, spawn_awa};
+use common::{Running, awa, spawn_awa, worker_run};
 use serde_json::Value;
 use sqlx::{Connection, PgConnection, Row};
 use std::collections::HashMap;
@@ -61,18 +61,7 @@ fn worker(url: &str, log: &std::path::Path) -> Running {
     let handler = format!("chaos:{}", log.display());
     spawn_awa(
         url,
-        &[
-            "worker",
-            "run",
-            "--queue",
-            QUEUE,
-            "--handler",
-            &handler,
-            "--concurrency",
-            "6",
-            "--rescue-after",
-            "3s",
-        ],
+        &worker_run(QUEUE, &handler, &["--concurrency", "6", "--rescue-after", "3s"]),
     )
 }
 
