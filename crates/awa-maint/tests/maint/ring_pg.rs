@@ -19,10 +19,11 @@
 //! test can cause (a pinned horizon or a busy lock from autovacuum or from
 //! other databases' transactions), which are allowed.
 //!
-//! 16 cases by default; more with
+//! 16 cases by default, in four tests of four (`postgres_follows_the_model_*`,
+//! each from its own random seed) so that they run side by side; more with
 //!
 //! ```text
-//! AWA_PG_PROPTEST_CASES=200 cargo test -p awa-maint --test ring_pg
+//! AWA_PG_PROPTEST_CASES=200 cargo test -p awa-maint --test maint ring_pg::
 //! ```
 
 use crate::ring_model;
@@ -534,9 +535,14 @@ fn block_on<F: std::future::Future>(f: F) -> F::Output {
     runtime().block_on(f)
 }
 
+/// The random cases are split over this many tests: each case is a few
+/// seconds of PostgreSQL work, and one test running them all was the
+/// suite's longest (154 s) while the other tests had long finished.
+const PARTS: u32 = 4;
+
 fn config() -> Config {
     Config {
-        cases: cases_from_env("AWA_PG_PROPTEST_CASES", 16),
+        cases: cases_from_env("AWA_PG_PROPTEST_CASES", 16).div_ceil(PARTS),
         failure_persistence: None,
         // Each shrink step is a fresh database: bound the search.
         max_shrink_time: 120_000,
@@ -545,7 +551,27 @@ fn config() -> Config {
 }
 
 #[test]
-fn postgres_follows_the_model() {
+fn postgres_follows_the_model_1() {
+    follows_the_model();
+}
+
+#[test]
+fn postgres_follows_the_model_2() {
+    follows_the_model();
+}
+
+#[test]
+fn postgres_follows_the_model_3() {
+    follows_the_model();
+}
+
+#[test]
+fn postgres_follows_the_model_4() {
+    follows_the_model();
+}
+
+/// A [`PARTS`]th of the random cases, from a seed of its own.
+fn follows_the_model() {
     let rt = runtime();
     // Held across cases: the temporary cluster lives while someone holds it
     // (each case's database is a cheap clone of the migrated template).
