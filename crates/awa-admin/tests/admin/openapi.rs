@@ -3,9 +3,9 @@
 //! endpoint validate against the schemas it gives for them.
 //!
 //! After changing the API, regenerate with
-//! `AWA_BLESS_OPENAPI=1 cargo test -p awa-admin --test openapi`.
+//! `AWA_BLESS_OPENAPI=1 cargo test -p awa-admin --test admin openapi::`.
 
-mod common;
+use crate::common;
 
 use axum::http::StatusCode;
 use common::*;
@@ -27,7 +27,7 @@ fn the_checked_in_document_is_the_generated_one() {
     assert!(
         stored == generated,
         "docs/openapi.json differs from the document the types generate; regenerate it with \
-         AWA_BLESS_OPENAPI=1 cargo test -p awa-admin --test openapi and review the diff"
+         AWA_BLESS_OPENAPI=1 cargo test -p awa-admin --test admin openapi:: and review the diff"
     );
 }
 

@@ -11,8 +11,8 @@
 //! Without chromium this test skips with a loud message, unless CI is set:
 //! then it fails (`.ci/run` installs chromium).
 
-mod browser;
-mod common;
+use crate::browser;
+use crate::common;
 
 use awa_admin::AppState;
 use browser::{Browser, Page};

@@ -2,7 +2,7 @@
 //! every interesting state, the router over it, and requests without a
 //! network (tower's `oneshot`).
 
-#![allow(dead_code)] // each test binary uses its own subset
+#![allow(dead_code)] // not every module uses every fixture
 
 use awa_admin::{AdminConfig, AppState, Token};
 use awa_core::{JobId, NewJob, QueueName, SchemaName};

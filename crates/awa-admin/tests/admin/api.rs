@@ -2,7 +2,7 @@
 //! match the database, actions change it, the token rule holds, and bad
 //! input is refused with a 4xx that says what was wrong, changing nothing.
 
-mod common;
+use crate::common;
 
 use axum::http::StatusCode;
 use common::*;

@@ -5,7 +5,7 @@
 //! same holds for a worker's metrics endpoint. A server beyond loopback
 //! needs the token for reads.
 
-mod common;
+use crate::common;
 
 use awa_admin::{AdminConfig, AllowedHosts, AppState, origin};
 use axum::body::Body;

@@ -4,7 +4,7 @@
 //! handler run, and the database gauges show the queues as they are.
 //! Its own test binary: the worker's instruments are process-wide.
 
-mod common;
+use crate::common;
 
 use async_trait::async_trait;
 use awa_admin::AppState;
