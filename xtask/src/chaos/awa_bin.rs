@@ -12,7 +12,9 @@ use std::process::{Command, Stdio};
 pub fn build() -> Result<PathBuf, ChaosError> {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let out = Command::new(cargo)
-        .args(["build", "--quiet", "-p", "awa-cli", "-p", "xtask", "--bin", "awa"])
+        .args([
+            "build", "--quiet", "-p", "awa-cli", "-p", "xtask", "--bin", "awa",
+        ])
         .arg("--message-format=json-render-diagnostics")
         .stdin(Stdio::null())
         .stderr(Stdio::inherit())

@@ -599,13 +599,9 @@ async fn every_page_shows_the_database_and_retry_works() {
     server.await.unwrap().unwrap();
 }
 
-/// A headless chromium on `base` at desktop width, its event loop, and the
-/// first page (at `hash`). None when chromium is missing (see above).
-async fn launch(
-    base: &str,
-    hash: &str,
-    profile: &std::path::Path,
-) -> Option<(Browser, Page)> {
+/// A headless chromium and its first page (`base` at `hash`), at desktop
+/// width. None when chromium is missing (see above).
+async fn launch(base: &str, hash: &str, profile: &std::path::Path) -> Option<(Browser, Page)> {
     let Some(chromium) = chromium() else {
         if std::env::var_os("CI").is_some() {
             panic!(
@@ -645,8 +641,7 @@ async fn the_job_page_shows_every_attempt_and_bulk_actions_count_first() {
         },
     ));
     let profile = tempfile::tempdir().unwrap();
-    let Some((browser, page)) =
-        launch(&base, &format!("#/job/{failed}"), profile.path()).await
+    let Some((browser, page)) = launch(&base, &format!("#/job/{failed}"), profile.path()).await
     else {
         return;
     };
@@ -745,7 +740,9 @@ async fn the_job_page_shows_every_attempt_and_bulk_actions_count_first() {
         "!!document.querySelector('button[data-action=\"cancel-matching\"]:not(:disabled)')",
     )
     .await;
-    page.click("button[data-action=\"cancel-matching\"]").await.unwrap();
+    page.click("button[data-action=\"cancel-matching\"]")
+        .await
+        .unwrap();
     wait_for(
         &page,
         "both gamma jobs cancelled",
@@ -768,7 +765,9 @@ async fn the_job_page_shows_every_attempt_and_bulk_actions_count_first() {
         "!!document.querySelector('button[data-action=\"retry-matching\"]:not(:disabled)')",
     )
     .await;
-    page.click("button[data-action=\"retry-matching\"]").await.unwrap();
+    page.click("button[data-action=\"retry-matching\"]")
+        .await
+        .unwrap();
     wait_for(
         &page,
         "no cancelled job left",

@@ -489,7 +489,11 @@ async fn aging_off_on_a_new_queue_leaves_it_claimable() {
     .json();
     let run = awa(
         url,
-        &worker_run("plain", "noop", &["--exit-when-idle", "--no-maintenance", "--json"]),
+        &worker_run(
+            "plain",
+            "noop",
+            &["--exit-when-idle", "--no-maintenance", "--json"],
+        ),
     )
     .json();
     assert_eq!(run["completed"], 1, "{run}");
@@ -500,10 +504,7 @@ async fn worker_stops_gracefully_on_sigterm() {
     let db = migrated_db().await;
     let url = db.url();
     enqueue(url, "slow", "k", 4);
-    let worker = spawn_awa(
-        url,
-        &worker_run("slow", "sleep:300", &["--json"]),
-    );
+    let worker = spawn_awa(url, &worker_run("slow", "sleep:300", &["--json"]));
     // Wait until the jobs are done; without --exit-when-idle it keeps serving.
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
     while count(
@@ -620,7 +621,11 @@ async fn cli_jobs_run_priority_one_first() {
     let handler = format!("chaos:{}", log.display());
     let run = awa(
         url,
-        &worker_run("cliprio", &handler, &["--concurrency", "1", "--exit-when-idle", "--no-maintenance"]),
+        &worker_run(
+            "cliprio",
+            &handler,
+            &["--concurrency", "1", "--exit-when-idle", "--no-maintenance"],
+        ),
     );
     assert!(run.ok(), "{run:?}");
     let ran: Vec<String> = std::fs::read_to_string(&log)

@@ -143,7 +143,11 @@ async fn exit_when_idle_drains_without_counting_while_busy() {
     // throughout (some 15 times).
     let run = awa(
         url,
-        &worker_run("busy", "sleep:20", &["--concurrency", "4", "--exit-when-idle", "--json"]),
+        &worker_run(
+            "busy",
+            "sleep:20",
+            &["--concurrency", "4", "--exit-when-idle", "--json"],
+        ),
     );
     let report = run.json();
     no_terminal_codes(&run);
@@ -203,10 +207,7 @@ async fn exit_when_drained_leaves_work_past_the_horizon() {
     assert_eq!(job["state"], "scheduled", "{job}");
 
     // The default horizon (1m) leaves it too; text output says so.
-    let run = awa(
-        url,
-        &worker_run("q", "noop", &["--exit-when-drained"]),
-    );
+    let run = awa(url, &worker_run("q", "noop", &["--exit-when-drained"]));
     assert!(
         run.ok()
             && run
@@ -214,11 +215,7 @@ async fn exit_when_drained_leaves_work_past_the_horizon() {
                 .contains("1 unfinished job(s) left waiting past the horizon"),
         "{run:#?}"
     );
-    awa(
-        url,
-        &worker_run("q", "noop", &["--exit-when-drained=soon"]),
-    )
-    .refused("\"soon\"");
+    awa(url, &worker_run("q", "noop", &["--exit-when-drained=soon"])).refused("\"soon\"");
 }
 
 #[tokio::test]

@@ -319,7 +319,11 @@ async fn a_worker_serves_its_metrics_when_asked() {
     common::enqueue(&url, "m", "noop", 4);
     let worker = start(
         &url,
-        &common::worker_run("m", "noop", &["--no-maintenance", "--metrics-addr", "127.0.0.1:0"]),
+        &common::worker_run(
+            "m",
+            "noop",
+            &["--no-maintenance", "--metrics-addr", "127.0.0.1:0"],
+        ),
         None,
         "metrics at",
     );

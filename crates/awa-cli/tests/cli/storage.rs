@@ -108,11 +108,7 @@ async fn newer_schema_is_refused_everywhere() {
     awa(url, &["job", "enqueue", "--queue", "q", "--kind", "k"]).refused(newer);
     awa(url, &["job", "list"]).refused(newer);
     awa(url, &["queue", "configure", "q", "--dlq", "on"]).refused(newer);
-    awa(
-        url,
-        &worker_run("q", "noop", &["--exit-when-idle"]),
-    )
-    .refused(newer);
+    awa(url, &worker_run("q", "noop", &["--exit-when-idle"])).refused(newer);
     awa(url, &["maint", "run", "--once"]).refused(newer);
 
     let mut conn = sqlx::PgConnection::connect(url).await.expect("connect");

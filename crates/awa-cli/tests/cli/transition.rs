@@ -61,7 +61,11 @@ fn worker(url: &str, log: &std::path::Path) -> Running {
     let handler = format!("chaos:{}", log.display());
     spawn_awa(
         url,
-        &worker_run(QUEUE, &handler, &["--concurrency", "6", "--rescue-after", "3s"]),
+        &worker_run(
+            QUEUE,
+            &handler,
+            &["--concurrency", "6", "--rescue-after", "3s"],
+        ),
     )
 }
 

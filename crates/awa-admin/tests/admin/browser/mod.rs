@@ -26,13 +26,16 @@ const PATIENCE: Duration = Duration::from_secs(60);
 
 type Reply = Result<Value, String>;
 
+/// Who waits for which reply, by command id.
+type Waiting = Mutex<HashMap<u64, oneshot::Sender<Reply>>>;
+
 /// The websocket to the browser, shared by the browser and its page: a
 /// task owns the socket, sends what `out` gets and hands each reply to
 /// whoever waits for its id. Events are not used.
 #[derive(Debug, Clone)]
 struct Connection {
     out: mpsc::UnboundedSender<Message>,
-    waiting: Arc<Mutex<HashMap<u64, oneshot::Sender<Reply>>>>,
+    waiting: Arc<Waiting>,
     next_id: Arc<AtomicU64>,
 }
 
@@ -42,7 +45,7 @@ impl Connection {
             .await
             .map_err(|e| format!("connecting to chromium at {url}: {e}"))?;
         let (out, mut outgoing) = mpsc::unbounded_channel::<Message>();
-        let waiting: Arc<Mutex<HashMap<u64, oneshot::Sender<Reply>>>> = Arc::default();
+        let waiting: Arc<Waiting> = Arc::default();
         let replies = waiting.clone();
         // Ends when the browser closes the socket or every sender is gone;
         // dropping the waiting senders then fails their calls.
@@ -95,7 +98,7 @@ impl Connection {
 }
 
 /// Hands a reply to its caller; anything else (an event) is dropped.
-fn deliver(waiting: &Mutex<HashMap<u64, oneshot::Sender<Reply>>>, text: &str) {
+fn deliver(waiting: &Waiting, text: &str) {
     let Ok(msg) = serde_json::from_str::<Value>(text) else {
         return;
     };
@@ -268,9 +271,12 @@ impl Page {
 
     /// The time zone the page's clock is in (an IANA name).
     pub async fn set_time_zone(&self, zone: &str) -> Result<(), String> {
-        self.call("Emulation.setTimezoneOverride", json!({ "timezoneId": zone }))
-            .await
-            .map(drop)
+        self.call(
+            "Emulation.setTimezoneOverride",
+            json!({ "timezoneId": zone }),
+        )
+        .await
+        .map(drop)
     }
 
     /// Clicks the middle of the first element matching `selector`, scrolled
