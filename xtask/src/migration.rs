@@ -140,7 +140,7 @@ pub async fn run(args: MigrationArgs) -> Result<ExitCode, BoxError> {
         println!(
             "next: add ({version}, \"{description}\", include_str!(\"../../migrations/{name}\")) to \
              STEPS in crates/awa-maint/src/migrate/steps.rs, its checksum to RELEASED in \
-             crates/awa-maint/tests/upgrade.rs, and delete the pending files it folded in"
+             crates/awa-maint/tests/maint/upgrade.rs, and delete the pending files it folded in"
         );
     } else {
         print!("{text}");

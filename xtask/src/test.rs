@@ -8,7 +8,7 @@
 //! keeps both cores busy:
 //!
 //! * here: the Rust suite (nextest builds every test binary, then runs
-//!   them side by side);
+//!   eight tests at a time: `.config/nextest.toml`);
 //! * beside it: the smoke run (`bench --quick`: only checks that every
 //!   scenario runs and reports, never its speed), the chaos suite's short
 //!   form, the doc tests, the Python client's wheel and its suite (pytest,
@@ -111,7 +111,7 @@ pub async fn run(args: Vec<String>) -> Result<ExitCode, BoxError> {
         let url = url.clone();
         move || beside(&phases, user_url.as_deref(), &awa, &url)
     });
-    let rust = phases.time("nextest (build and run)", || rust_suite(&args, &url));
+    let rust = rust_suite(&phases, &args, &url);
     let beside = beside
         .join()
         .map_err(|_| "the side-by-side suites panicked")?;
@@ -224,17 +224,28 @@ fn nextest_installed() -> bool {
 }
 
 /// The Rust suite on the shared cluster: cargo-nextest when installed (it
-/// runs test binaries side by side), else cargo test (doctests included).
-/// Either way every failure is reported, not only the first failing
-/// binary's. True when it passed.
-fn rust_suite(args: &[String], url: &str) -> bool {
-    let mut cmd = Command::new(cargo());
-    if nextest_installed() {
-        cmd.args(["nextest", "run", "--workspace", "--no-fail-fast"]);
-    } else {
-        cmd.args(["test", "--workspace", "--no-fail-fast"]);
-    }
-    let status = cmd.args(args).env("DATABASE_URL", url).status();
+/// runs tests side by side), else cargo test (doctests included). Either
+/// way every failure is reported, not only the first failing binary's.
+/// Building and running are two phases. True when it passed.
+fn rust_suite(phases: &Phases, args: &[String], url: &str) -> bool {
+    let nextest = nextest_installed();
+    let suite = |build_only: bool| {
+        let mut cmd = Command::new(cargo());
+        if nextest {
+            cmd.args(["nextest", "run", "--workspace", "--no-fail-fast"]);
+        } else {
+            cmd.args(["test", "--workspace", "--no-fail-fast"]);
+        }
+        if build_only {
+            cmd.arg("--no-run");
+        }
+        cmd.args(args).env("DATABASE_URL", url).status()
+    };
+    let built = phases.time("rust suite (build)", || suite(true));
+    let status = match built {
+        Ok(s) if s.success() => phases.time("rust suite (run)", || suite(false)),
+        other => other,
+    };
     if !status.is_ok_and(|s| s.success()) {
         eprintln!("error: the Rust suite failed");
         return false;

@@ -14,7 +14,7 @@
 //!
 //! Does not own: any SQL. Every read and action goes through the plane
 //! crates (`awa-history`, `awa-dlq`, `awa-exec`, `awa-control`), so the
-//! API can do nothing the CLI could not; `awa-maint/tests/tidy.rs` checks
+//! API can do nothing the CLI could not; `awa-maint/tests/maint/tidy.rs` checks
 //! it issues no SQL of its own. Nor does it pick a substrate: it serves
 //! the [`SchemaName`] it is given.
 

@@ -11,7 +11,7 @@
 //! intervals, slots, priorities, delays, error text: each function's header
 //! says which). When a bound changes here, change the matching CHECK in the
 //! control or exec DDL and the functions that name it;
-//! `awa-maint/tests/sql_bounds.rs` calls every runtime function at each
+//! `awa-maint/tests/maint/sql_bounds.rs` calls every runtime function at each
 //! bound and just outside it.
 //!
 //! Results a handler hands back (error text, retry and snooze delays) are

@@ -11,13 +11,15 @@ use std::time::{Duration, Instant};
 /// Where cargo put the example binaries (`target/<profile>/examples/`),
 /// built first: a test target does not rebuild examples, so an old binary
 /// would otherwise be run against new code. (Once per test process; a
-/// no-op when they are up to date.)
+/// no-op when they are up to date.) `-p xtask` beside `awa` gives the
+/// dependencies the suite's features (xtask/Cargo.toml), so this build
+/// reuses the suite's instead of compiling them again with fewer features.
 fn example(name: &str) -> PathBuf {
     static BUILT: std::sync::Once = std::sync::Once::new();
     BUILT.call_once(|| {
         let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
         let status = Command::new(cargo)
-            .args(["build", "-p", "awa", "--examples"])
+            .args(["build", "-p", "awa", "-p", "xtask", "--examples"])
             .status()
             .unwrap();
         assert!(status.success(), "building the examples failed");

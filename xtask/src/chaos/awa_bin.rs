@@ -6,11 +6,15 @@ use std::path::PathBuf;
 use std::process::{Command, Stdio};
 
 /// Builds `awa` (the dev profile, as `cargo xtask` itself) and returns the
-/// path cargo reports for it.
+/// path cargo reports for it. `-p xtask` beside it gives the dependencies
+/// xtask's features, which are the Rust suite's (xtask/Cargo.toml), so this
+/// build reuses `cargo xtask`'s and the suite reuses this one.
 pub fn build() -> Result<PathBuf, ChaosError> {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let out = Command::new(cargo)
-        .args(["build", "--quiet", "-p", "awa-cli", "--bin", "awa"])
+        .args([
+            "build", "--quiet", "-p", "awa-cli", "-p", "xtask", "--bin", "awa",
+        ])
         .arg("--message-format=json-render-diagnostics")
         .stdin(Stdio::null())
         .stderr(Stdio::inherit())

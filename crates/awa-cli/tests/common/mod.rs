@@ -64,6 +64,14 @@ pub fn awa(url: &str, args: &[&str]) -> Run {
     run(cmd)
 }
 
+/// `worker run --queue QUEUE --handler HANDLER` and then `extra`: the
+/// arguments most worker tests start with.
+pub fn worker_run<'a>(queue: &'a str, handler: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
+    let mut args = vec!["worker", "run", "--queue", queue, "--handler", handler];
+    args.extend_from_slice(extra);
+    args
+}
+
 /// `awa job enqueue --queue Q --kind K --count N --json`, which must succeed.
 pub fn enqueue(url: &str, queue: &str, kind: &str, count: usize) -> serde_json::Value {
     let count = count.to_string();

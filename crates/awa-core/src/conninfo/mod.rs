@@ -33,7 +33,7 @@
 //! TLS itself is OpenSSL, through sqlx's native-tls backend, so a
 //! certificate is verified as libpq verifies it (a self-signed `CA:TRUE`
 //! server certificate as its own `sslrootcert`, the CN when there is no
-//! subjectAltName); `awa-cli/tests/cli_tls.rs` holds the whole matrix
+//! subjectAltName); `awa-cli/tests/cli/tls.rs` holds the whole matrix
 //! against libpq (ADR 13).
 //!
 //! Where it still differs from libpq (sqlx's behaviour): `allow` is

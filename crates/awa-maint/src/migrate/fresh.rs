@@ -1,6 +1,6 @@
 //! A fresh install of the current sources: every plane's `.sql` files
 //! composed in install order. This is what an empty database gets, and the
-//! reference the numbered steps must reach (`tests/upgrade.rs`).
+//! reference the numbered steps must reach (`tests/maint/upgrade.rs`).
 
 /// The control objects, every plane's installer, the runtime function
 /// templates, the substrate helper and the default substrate in `awa`.

@@ -9,7 +9,7 @@
 //!   ([`steps`], frozen files in `crates/awa-maint/migrations/`), each in a
 //!   transaction of its own.
 //!
-//! `tests/upgrade.rs` brings a database from version 1 through every step
+//! `tests/maint/upgrade.rs` brings a database from version 1 through every step
 //! and compares its catalog ([`schema_snapshot`]: tables, columns,
 //! constraints, indexes, functions, grants, templates) with a fresh
 //! install; it fails when a source changed without a step that carries the

@@ -8,7 +8,7 @@
 //! writes the parts of the next step that can be derived from the sources
 //! (changed functions and templates, the refresh of every substrate); the
 //! rest (altering existing tables) is written by hand, and
-//! `tests/upgrade.rs` proves that version 1 brought up through every step
+//! `tests/maint/upgrade.rs` proves that version 1 brought up through every step
 //! equals a fresh install of the current sources.
 
 /// `(version, description, text)`, oldest first; versions are 1, 2, 3, ...

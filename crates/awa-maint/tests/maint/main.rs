@@ -1,0 +1,30 @@
+//! awa-maint's integration tests, one test binary: each module was a test
+//! file of its own, and each of those was a binary that linked all of the
+//! planes again. `common` holds the shared fixtures; `ring_model` is the
+//! reference model that `ring_props` checks and `ring_pg` compares
+//! PostgreSQL with.
+
+mod common;
+mod ring_model;
+
+mod batches;
+mod cron;
+mod failover;
+mod job_path;
+mod leader;
+mod limits;
+mod migrate;
+mod poison;
+mod rescue_cadence;
+mod ring_pg;
+mod ring_props;
+mod rings;
+mod roles;
+mod scan_bound;
+mod sql_bounds;
+mod stragglers;
+mod tidy;
+mod unique_specs;
+mod uniques;
+mod upgrade;
+mod worker;

@@ -1,0 +1,193 @@
+//! Upgrades: version 1 brought up through every numbered step equals a
+//! fresh install of the current sources (with a custom substrate and a
+//! runtime role granted before the upgrade), released steps never change,
+//! and work queued before an upgrade is still run after it.
+
+use awa_maint::migrate::{self, LATEST_VERSION};
+use sqlx::{Connection, PgConnection};
+
+use crate::common;
+
+/// Every released step's checksum. A released step is frozen: editing its
+/// file fails here. Add a line when a new step is committed to `main`.
+const RELEASED: &[(i32, &str)] = &[
+    (
+        1,
+        "e8a74099a7e9c18c46f74ae6452d5b3fd7aaa9c7f81b85a2a9d4a45a7b1687dd",
+    ),
+    (
+        2,
+        "b91290862dad3386a966363fa49fbe3a0546caf5c6da4f88eed933e27652612e",
+    ),
+    (
+        3,
+        "ea8d103b27b79951ca3c74e7ab056b888d625bf1e66878cf010c7279c7c2f94c",
+    ),
+    (
+        4,
+        "4f0702eb1b145a61c1c57177fb98a1fffcd79bbebec1a14a2a0edad3d230e12a",
+    ),
+];
+
+#[test]
+fn released_steps_are_frozen_and_every_step_is_released() {
+    let steps = migrate::steps();
+    let got: Vec<(i32, String)> = steps.iter().map(|m| (m.version, m.checksum())).collect();
+    let want: Vec<(i32, String)> = RELEASED.iter().map(|(v, c)| (*v, c.to_string())).collect();
+    assert_eq!(
+        got, want,
+        "a released migration step was edited, or a new step is missing from RELEASED \
+         (never edit a released step: add a new one)"
+    );
+    assert_eq!(LATEST_VERSION as usize, steps.len());
+}
+
+#[test]
+fn the_migrations_folder_holds_exactly_the_steps_in_order() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("migrations");
+    let mut files: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap())
+        .filter(|e| e.file_type().unwrap().is_file())
+        .map(|e| e.file_name().into_string().unwrap())
+        .collect();
+    files.sort();
+    let expected: Vec<String> = migrate::steps()
+        .iter()
+        .map(|m| format!("{:04}_{}.sql", m.version, m.description.replace(' ', "_")))
+        .collect();
+    assert_eq!(files, expected, "one file per step, numbered 1, 2, 3, ...");
+    for m in migrate::steps() {
+        let on_disk = std::fs::read_to_string(dir.join(format!(
+            "{:04}_{}.sql",
+            m.version,
+            m.description.replace(' ', "_")
+        )))
+        .unwrap();
+        assert_eq!(on_disk, m.sql, "step {} is the file's text", m.version);
+    }
+}
+
+async fn snapshot(url: &str) -> Vec<String> {
+    let mut conn = PgConnection::connect(url).await.unwrap();
+    migrate::schema_snapshot(&mut conn).await.unwrap()
+}
+
+async fn exec(url: &str, sql: &str) {
+    let mut conn = PgConnection::connect(url).await.unwrap();
+    sqlx::raw_sql(sqlx::AssertSqlSafe(sql.to_string()))
+        .execute(&mut conn)
+        .await
+        .unwrap();
+}
+
+async fn operate(url: &str) {
+    let mut conn = PgConnection::connect(url).await.unwrap();
+    migrate::draft::probe(&mut conn).await.unwrap();
+}
+
+/// Lines only in `a`, then lines only in `b`, for a readable failure.
+fn difference(a: &[String], b: &[String]) -> String {
+    let only = |x: &[String], y: &[String]| -> Vec<String> {
+        x.iter().filter(|l| !y.contains(l)).cloned().collect()
+    };
+    format!(
+        "only after the steps:\n  {}\nonly in a fresh install:\n  {}",
+        only(a, b).join("\n  "),
+        only(b, a).join("\n  ")
+    )
+}
+
+#[tokio::test]
+async fn every_step_from_version_1_reaches_a_fresh_install_and_keeps_the_work() {
+    let upgraded = awa_harness::TestDb::empty().await.unwrap();
+
+    // Version 1 as released, used: a custom substrate, the role, and work
+    // waiting (runnable and scheduled) through the SQL producer contract.
+    let report = migrate::migrate_to(upgraded.url(), 1).await.unwrap();
+    assert_eq!(report.applied, vec![1]);
+    operate(upgraded.url()).await;
+    exec(
+        upgraded.url(),
+        "SELECT * FROM awa.enqueue(
+             ARRAY['upgrade', 'upgrade', 'upgrade'], ARRAY['k', 'k', 'k'],
+             ARRAY['{\"n\": 1}', '{\"n\": 2}', '{\"n\": 3}']::jsonb[],
+             ARRAY[2, 2, 2]::smallint[],
+             ARRAY[NULL, NULL, now() + interval '1 hour']::timestamptz[],
+             ARRAY[NULL, NULL, NULL]::integer[], ARRAY['kept', NULL, NULL]::text[],
+             ARRAY[NULL, NULL, NULL]::jsonb[])",
+    )
+    .await;
+
+    // Every step, one at a time, each recorded.
+    // (Empty while version 1 is the only step.)
+    #[allow(clippy::reversed_empty_ranges)]
+    for version in 2..=LATEST_VERSION {
+        let report = migrate::migrate_to(upgraded.url(), version).await.unwrap();
+        assert_eq!(report.applied, vec![version], "step {version}");
+    }
+    let again = migrate::migrate(upgraded.url()).await.unwrap();
+    assert!(again.applied.is_empty(), "nothing left to apply");
+    assert_eq!(again.from, Some(LATEST_VERSION));
+
+    let fresh = awa_harness::TestDb::empty().await.unwrap();
+    let report = migrate::migrate(fresh.url()).await.unwrap();
+    assert_eq!(report.applied, vec![LATEST_VERSION]);
+    operate(fresh.url()).await;
+    exec(
+        fresh.url(),
+        "SELECT * FROM awa.enqueue(ARRAY['upgrade', 'upgrade', 'upgrade'], ARRAY['k', 'k', 'k'],
+             ARRAY['{}', '{}', '{}']::jsonb[], ARRAY[2, 2, 2]::smallint[],
+             ARRAY[NULL, NULL, now() + interval '1 hour']::timestamptz[],
+             ARRAY[NULL, NULL, NULL]::integer[], ARRAY['kept', NULL, NULL]::text[],
+             ARRAY[NULL, NULL, NULL]::jsonb[])",
+    )
+    .await;
+
+    let (a, b) = (snapshot(upgraded.url()).await, snapshot(fresh.url()).await);
+    assert!(
+        a == b,
+        "version 1 + every step differs from a fresh install of the sources \
+         (write the missing step: `cargo xtask migration draft`):\n{}",
+        difference(&a, &b)
+    );
+
+    // The work queued at version 1 runs on the current code.
+    let pool = upgraded.pool().await.unwrap();
+    let claimed = common::claim_all(&pool, "upgrade", 10, 2).await;
+    assert_eq!(claimed.len(), 2, "the two runnable jobs");
+    let batch: Vec<_> = claimed
+        .iter()
+        .map(|j| (j.token, awa_exec::Finish::Complete))
+        .collect();
+    let finished = common::finish_batch(&pool, &batch).await;
+    assert_eq!(finished.len(), 2);
+    let mut conn = pool.acquire().await.unwrap();
+    let states: Vec<(String, i64)> = sqlx::query_as(
+        "SELECT state::text, count(*) FROM awa.jobs WHERE queue = 'upgrade' GROUP BY 1 ORDER BY 1",
+    )
+    .fetch_all(&mut *conn)
+    .await
+    .unwrap();
+    assert_eq!(
+        states,
+        vec![("completed".into(), 2), ("scheduled".into(), 1)],
+        "completed after the upgrade; the scheduled one still waits"
+    );
+}
+
+#[test]
+fn printed_steps_cover_the_range_asked_and_refuse_others() {
+    let all = migrate::steps_sql(0, LATEST_VERSION).unwrap();
+    assert_eq!(
+        all.matches("INSERT INTO awa.schema_version").count(),
+        LATEST_VERSION as usize
+    );
+    assert_eq!(all.matches("BEGIN;").count(), LATEST_VERSION as usize);
+    for (from, to) in [(-1, 1), (1, 1), (0, LATEST_VERSION + 1), (2, 1)] {
+        assert!(
+            migrate::steps_sql(from, to).is_err(),
+            "--from {from} --to {to} is refused"
+        );
+    }
+}
