@@ -10,7 +10,9 @@ async fn several_promoters_move_each_due_job_once() {
     let db = awa_maint::migrated_test_db().await.unwrap();
     let pool = db.pool().await.unwrap();
     let q = QueueName::new("later").unwrap();
-    let soon = chrono::Utc::now() + chrono::Duration::milliseconds(300);
+    // Far enough ahead that enqueueing 2,000 jobs on a loaded machine
+    // cannot reach it before the "nothing is due yet" check (300 ms could).
+    let soon = chrono::Utc::now() + chrono::Duration::seconds(3);
     let far = chrono::Utc::now() + chrono::Duration::hours(1);
     let jobs: Vec<NewJob> = (0..2_000)
         .map(|i| {
@@ -32,7 +34,8 @@ async fn several_promoters_move_each_due_job_once() {
         "nothing is due yet"
     );
     drop(conn);
-    tokio::time::sleep(std::time::Duration::from_millis(400)).await;
+    let until_due = (soon - chrono::Utc::now()).to_std().unwrap_or_default();
+    tokio::time::sleep(until_due + std::time::Duration::from_millis(100)).await;
 
     let mut promoters = Vec::new();
     for _ in 0..4 {
