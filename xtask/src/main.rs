@@ -1,17 +1,16 @@
 //! `cargo xtask`: development tasks that need a real PostgreSQL, which they
 //! get from the shared harness (DATABASE_URL, else a throwaway cluster).
 
-mod bench;
-mod chaos;
 mod demo;
-mod fleet;
-mod latency;
 mod migrate;
 mod migration;
-mod python;
 mod release;
 mod test;
 
+// The bench and the chaos suite live in their own crate; xtask parses
+// their command lines and calls them (`crate::chaos`, `crate::python` for
+// the other tasks too).
+use awa_bench::{BoxError, bench, chaos, python};
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
@@ -126,5 +125,3 @@ fn main() -> ExitCode {
         }
     }
 }
-
-type BoxError = Box<dyn std::error::Error + Send + Sync>;

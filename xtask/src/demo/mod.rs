@@ -6,8 +6,8 @@
 mod live;
 
 use crate::BoxError;
-use crate::fleet::{self, Fleet, FleetConfig};
-use crate::latency::{LatencyRecorder, Percentiles};
+use awa_bench::fleet::{self, Fleet, FleetConfig};
+use awa_bench::latency::{LatencyRecorder, Percentiles};
 use awa_core::{NewJob, QueueName};
 use awa_harness::{PgServer, ServerKind};
 use awa_history::{HistoryPlane, PgHistoryPlane};

@@ -69,7 +69,7 @@ impl BaselineReport {
             model: "one plain jobs table (bigserial id, queue, kind, args jsonb, state, run_at, \
                     attempt, ...; primary key + partial fetch index), enqueued by multi-row \
                     INSERT + NOTIFY, claimed with SELECT ... FOR UPDATE SKIP LOCKED + UPDATE, \
-                    no maintenance; xtask/sql/baseline/",
+                    no maintenance; crates/awa-bench/sql/baseline/",
             completion,
             enqueue: None,
             drain: None,
