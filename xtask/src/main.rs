@@ -7,9 +7,9 @@ mod migration;
 mod release;
 mod test;
 
-// The bench and the chaos suite live in their own crate; xtask parses
-// their command lines and calls them (`crate::chaos`, `crate::python` for
-// the other tasks too).
+// The bench and the chaos suite live in their own crate (awa-bench): here
+// their command lines are parsed and they are called. `test.rs` and
+// `release.rs` reach its `chaos` and `python` through these names too.
 use awa_bench::{BoxError, bench, chaos, python};
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
