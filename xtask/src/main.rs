@@ -1,17 +1,16 @@
 //! `cargo xtask`: development tasks that need a real PostgreSQL, which they
 //! get from the shared harness (DATABASE_URL, else a throwaway cluster).
 
-mod bench;
-mod chaos;
 mod demo;
-mod fleet;
-mod latency;
 mod migrate;
 mod migration;
-mod python;
 mod release;
 mod test;
 
+// The bench and the chaos suite live in their own crate (awa-bench): here
+// their command lines are parsed and they are called. `test.rs` and
+// `release.rs` reach its `chaos` and `python` through these names too.
+use awa_bench::{BoxError, bench, chaos, python};
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
@@ -126,5 +125,3 @@ fn main() -> ExitCode {
         }
     }
 }
-
-type BoxError = Box<dyn std::error::Error + Send + Sync>;

@@ -108,6 +108,16 @@ impl PgReadyPlane {
     pub fn schema(&self) -> &SchemaName {
         &self.schema
     }
+
+    /// Every job valid and within the size limit: checked before anything
+    /// is sent, by both enqueue paths.
+    fn check(&self, jobs: &[NewJob]) -> Result<(), ReadyError> {
+        for job in jobs {
+            job.validate()?;
+            job.check_size(self.max_job_bytes)?;
+        }
+        Ok(())
+    }
 }
 
 #[async_trait]
@@ -120,10 +130,7 @@ impl ReadyPlane for PgReadyPlane {
         if jobs.is_empty() {
             return Ok(Vec::new());
         }
-        for job in jobs {
-            job.validate()?;
-            job.check_size(self.max_job_bytes)?;
-        }
+        self.check(jobs)?;
         let queues: Vec<&str> = jobs.iter().map(|j| j.queue.as_str()).collect();
         let kinds: Vec<&str> = jobs.iter().map(|j| j.kind.as_str()).collect();
         let args: Vec<&serde_json::Value> = jobs.iter().map(|j| &j.args).collect();
@@ -277,10 +284,7 @@ impl PgReadyPlane {
         if jobs.is_empty() {
             return Ok(Vec::new());
         }
-        for job in jobs {
-            job.validate()?;
-            job.check_size(self.max_job_bytes)?;
-        }
+        self.check(jobs)?;
         if !fast_path(jobs) {
             return self.enqueue(conn, jobs).await;
         }

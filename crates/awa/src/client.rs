@@ -5,6 +5,7 @@ use crate::middleware::{Chain, EnqueueNext, Middleware, Path};
 use crate::{Error, InsertOpts, Job, job::new_job};
 use awa_core::{JobId, JobSelection, NewJob, SchemaName};
 use awa_ready::{PgReadyPlane, ReadyPlane};
+use sqlx::pool::PoolConnection;
 use sqlx::{Acquire, PgPool, Postgres};
 use std::sync::Arc;
 use std::time::Duration;
@@ -223,6 +224,15 @@ impl Client {
         Ok(routing)
     }
 
+    /// A pooled connection and the substrates the routing reads now (every
+    /// one that may hold a job): what the by-id and by-selection
+    /// operations run over.
+    async fn reading(&self) -> Result<(PoolConnection<Postgres>, Vec<SchemaName>), Error> {
+        let mut conn = self.pool.acquire().await?;
+        let reads = self.routing(&mut conn).await?.reads();
+        Ok((conn, reads))
+    }
+
     /// The producer for this insert: pinned, or routed starting from the
     /// write substrate as last read.
     async fn producer(&self, conn: &mut sqlx::PgConnection) -> Result<PgReadyPlane, Error> {
@@ -358,9 +368,8 @@ impl Client {
 
     /// One job as the read views show it (any state), or None.
     pub async fn job(&self, id: JobId) -> Result<Option<awa_history::JobView>, Error> {
-        let mut conn = self.pool.acquire().await?;
         // Ids are database-wide: the first substrate that knows it.
-        let reads = self.routing(&mut conn).await?.reads();
+        let (mut conn, reads) = self.reading().await?;
         Ok(awa_history::job_in(&mut conn, &reads, id).await?)
     }
 
@@ -369,8 +378,7 @@ impl Client {
     /// `is_cancelled()` at its next heartbeat). Returns the state it was
     /// cancelled from, or None when it was unknown or already finished.
     pub async fn cancel(&self, id: JobId) -> Result<Option<String>, Error> {
-        let mut conn = self.pool.acquire().await?;
-        let reads = self.routing(&mut conn).await?.reads();
+        let (mut conn, reads) = self.reading().await?;
         Ok(awa_exec::cancel_in(&mut conn, &reads, id).await?)
     }
 
@@ -381,8 +389,7 @@ impl Client {
     /// kept; `kept`: a newer unfinished job holds its unique key), or None
     /// when no substrate keeps a failure of that job.
     pub async fn retry(&self, id: JobId) -> Result<Option<awa_history::Retried>, Error> {
-        let mut conn = self.pool.acquire().await?;
-        let reads = self.routing(&mut conn).await?.reads();
+        let (mut conn, reads) = self.reading().await?;
         Ok(awa_history::retry_in(&mut conn, &reads, id).await?)
     }
 
@@ -394,8 +401,7 @@ impl Client {
         selection: &JobSelection,
         dry_run: bool,
     ) -> Result<awa_history::Retried, Error> {
-        let mut conn = self.pool.acquire().await?;
-        let reads = self.routing(&mut conn).await?.reads();
+        let (mut conn, reads) = self.reading().await?;
         Ok(awa_history::retry_matching(&mut conn, &reads, selection, dry_run).await?)
     }
 
@@ -406,8 +412,7 @@ impl Client {
         selection: &JobSelection,
         dry_run: bool,
     ) -> Result<awa_exec::BulkCancelled, Error> {
-        let mut conn = self.pool.acquire().await?;
-        let reads = self.routing(&mut conn).await?.reads();
+        let (mut conn, reads) = self.reading().await?;
         Ok(awa_exec::cancel_matching(&mut conn, &reads, selection, dry_run).await?)
     }
 

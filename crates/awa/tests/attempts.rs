@@ -7,31 +7,15 @@
 use awa::{Client, JobContext, JobError, JobSelection, JobState, Outcome, QueueName, RetryPolicy};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+mod common;
+use common::wait_for;
 
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize, awa::Job)]
 #[awa(kind = "flaky", queue = "flaky", max_attempts = 3)]
 struct Flaky {
     user: i64,
-}
-
-async fn wait_for(
-    client: &Client,
-    id: awa::JobId,
-    state: JobState,
-) -> awa::planes::history::JobView {
-    let until = Instant::now() + Duration::from_secs(60);
-    loop {
-        let view = client.job(id).await.unwrap();
-        if let Some(v) = view.as_ref().filter(|v| v.state == state) {
-            return v.clone();
-        }
-        assert!(
-            Instant::now() < until,
-            "job {id} never reached {state:?}: {view:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
 }
 
 #[tokio::test]

@@ -68,6 +68,12 @@ fn job(kind: &str, name: &str) -> NewJob {
     )
 }
 
+/// Enqueue `jobs`; their ids, in order.
+async fn insert(client: &Client, pool: &sqlx::PgPool, jobs: &[NewJob]) -> Vec<awa::JobId> {
+    let inserted = client.insert_raw(pool, jobs).await.unwrap();
+    inserted.iter().map(|i| i.id).collect()
+}
+
 /// Logs of this test, to count what the worker said.
 #[derive(Clone, Default)]
 struct Logs(Arc<Mutex<Vec<u8>>>);
@@ -102,16 +108,12 @@ async fn a_cancelled_handler_learns_at_once_and_one_that_ignores_it_is_dropped_a
     let db = awa::testing::test_db().await.unwrap();
     let pool = db.pool().await.unwrap();
     let client = Client::new(pool.clone());
-    let ids: Vec<awa::JobId> = client
-        .insert_raw(
-            &pool,
-            &[job("polite", "p"), job("stubborn", "s"), job("after", "a")],
-        )
-        .await
-        .unwrap()
-        .iter()
-        .map(|i| i.id)
-        .collect();
+    let ids = insert(
+        &client,
+        &pool,
+        &[job("polite", "p"), job("stubborn", "s"), job("after", "a")],
+    )
+    .await;
     let (tx, mut rx) = mpsc::unbounded_channel();
     let worker = Client::builder(pool.clone())
         .queue("cancel", 2)
@@ -188,11 +190,7 @@ async fn a_rescued_attempt_is_told_at_once() {
     let db = awa::testing::test_db().await.unwrap();
     let pool = db.pool().await.unwrap();
     let client = Client::new(pool.clone());
-    let id = client
-        .insert_raw(&pool, &[job("polite", "r")])
-        .await
-        .unwrap()[0]
-        .id;
+    let id = insert(&client, &pool, &[job("polite", "r")]).await[0];
     let (tx, mut rx) = mpsc::unbounded_channel();
     let worker = Client::builder(pool.clone())
         .queue("cancel", 1)
@@ -236,16 +234,12 @@ async fn buffered_jobs_are_not_counted_as_running() {
     let db = awa::testing::test_db().await.unwrap();
     let pool = db.pool().await.unwrap();
     let client = Client::new(pool.clone());
-    let ids: Vec<awa::JobId> = client
-        .insert_raw(
-            &pool,
-            &[job("polite", "1"), job("polite", "2"), job("polite", "3")],
-        )
-        .await
-        .unwrap()
-        .iter()
-        .map(|i| i.id)
-        .collect();
+    let ids = insert(
+        &client,
+        &pool,
+        &[job("polite", "1"), job("polite", "2"), job("polite", "3")],
+    )
+    .await;
     let (tx, mut rx) = mpsc::unbounded_channel();
     let worker = Client::builder(pool.clone())
         .queue("cancel", 2)

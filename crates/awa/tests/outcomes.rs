@@ -9,6 +9,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
 
+mod common;
+use common::wait_for;
+
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize, awa::Job)]
 #[awa(kind = "outcome", queue = "outcomes", max_attempts = 1)]
 struct Do {
@@ -17,25 +20,6 @@ struct Do {
 
 fn job(what: &str) -> Do {
     Do { what: what.into() }
-}
-
-async fn wait_for(
-    client: &Client,
-    id: awa::JobId,
-    state: JobState,
-) -> awa::planes::history::JobView {
-    let until = Instant::now() + Duration::from_secs(30);
-    loop {
-        let view = client.job(id).await.unwrap();
-        if let Some(v) = view.as_ref().filter(|v| v.state == state) {
-            return v.clone();
-        }
-        assert!(
-            Instant::now() < until,
-            "job {id} never reached {state:?}: {view:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
 }
 
 #[tokio::test]

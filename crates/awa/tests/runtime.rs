@@ -9,6 +9,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
 
+mod common;
+use common::wait_for;
+
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize, awa::Job)]
 #[awa(kind = "step", queue = "steps")]
 struct Step {
@@ -20,21 +23,6 @@ fn quick_maintenance() -> MaintSettings {
     MaintSettings {
         promote_interval: Duration::from_millis(50),
         ..MaintSettings::default()
-    }
-}
-
-async fn wait_for_state(client: &Client, id: awa::JobId, state: JobState, within: Duration) {
-    let until = Instant::now() + within;
-    loop {
-        let job = client.job(id).await.unwrap();
-        if job.as_ref().is_some_and(|j| j.state == state) {
-            return;
-        }
-        assert!(
-            Instant::now() < until,
-            "job {id} did not reach {state:?} within {within:?}: {job:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
 
@@ -74,20 +62,8 @@ async fn the_maintenance_leader_runs_by_default_so_scheduled_jobs_and_retries_ru
         .unwrap();
     assert!(scheduled.scheduled);
     let retried = client.insert(&pool, &Step { n: 2 }).await.unwrap();
-    wait_for_state(
-        &client,
-        scheduled.id,
-        JobState::Completed,
-        Duration::from_secs(30),
-    )
-    .await;
-    wait_for_state(
-        &client,
-        retried.id,
-        JobState::Completed,
-        Duration::from_secs(30),
-    )
-    .await;
+    wait_for(&client, scheduled.id, JobState::Completed).await;
+    wait_for(&client, retried.id, JobState::Completed).await;
     client.shutdown(Duration::from_secs(5)).await.unwrap();
     let mut seen = attempts.lock().unwrap().clone();
     seen.sort();
@@ -129,13 +105,7 @@ async fn a_checkpoint_written_on_attempt_one_is_read_on_attempt_two() {
         .await
         .unwrap();
     let job = client.insert(&pool, &Step { n: 1 }).await.unwrap();
-    wait_for_state(
-        &client,
-        job.id,
-        JobState::Completed,
-        Duration::from_secs(30),
-    )
-    .await;
+    wait_for(&client, job.id, JobState::Completed).await;
     client.shutdown(Duration::from_secs(5)).await.unwrap();
     assert_eq!(
         *read.lock().unwrap(),

@@ -11,8 +11,10 @@ use awa::{
 };
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use tokio::sync::mpsc;
+
+mod common;
 
 /// Sleeps `ms` (an hour by default), reporting when it starts and when
 /// its future is dropped.
@@ -53,22 +55,12 @@ fn slow(
     }
 }
 
+/// The attempts of job `id` once it is in `state`.
 async fn wait_for(client: &Client, id: awa::JobId, state: JobState) -> Vec<AttemptRecord> {
-    let until = Instant::now() + Duration::from_secs(60);
-    loop {
-        let view = client.job(id).await.unwrap();
-        if let Some(v) = view.as_ref().filter(|v| v.state == state) {
-            return v
-                .attempts
-                .clone()
-                .expect("a one-job read carries the attempts");
-        }
-        assert!(
-            Instant::now() < until,
-            "hang guard: job {id} never reached {state:?}: {view:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    common::wait_for(client, id, state)
+        .await
+        .attempts
+        .expect("a one-job read carries the attempts")
 }
 
 /// Every attempt ended by its timeout: a timeout error, recorded within

@@ -6,8 +6,8 @@
 mod live;
 
 use crate::BoxError;
-use crate::fleet::{self, Fleet, FleetConfig};
-use crate::latency::{LatencyRecorder, Percentiles};
+use awa_bench::fleet::{self, Fleet, FleetConfig};
+use awa_bench::latency::{LatencyRecorder, Percentiles};
 use awa_core::{NewJob, QueueName};
 use awa_harness::{PgServer, ServerKind};
 use awa_history::{HistoryPlane, PgHistoryPlane};
@@ -229,7 +229,7 @@ async fn idle_pickup(
     latency: &LatencyRecorder,
 ) -> Result<Percentiles, BoxError> {
     let plane = PgReadyPlane::new(fleet::schema());
-    let first = latency.len();
+    let first = latency.recorded();
     for i in 0..IDLE_JOBS {
         // Let the workers go back to waiting for a notification.
         tokio::time::sleep(Duration::from_millis(20)).await;

@@ -1,6 +1,7 @@
 //! Hygiene checks that run with `cargo test`: SQL files are all used, only
-//! plane and composition crates issue SQL, and the modules drawn from the
-//! imports (each Rust crate's, the Python package's) form no circle.
+//! plane and composition crates issue SQL, the modules drawn from the
+//! imports (each Rust crate's, the Python package's) form no circle, and no
+//! source file outside tests is longer than a reader takes in whole.
 
 #[path = "tidy/layout.rs"]
 mod layout;
@@ -46,8 +47,11 @@ fn every_sql_file_is_used_by_its_crate() {
             .map(|p| fs::read_to_string(p).unwrap())
             .collect();
         for file in sql {
-            let name = file.file_name().unwrap().to_str().unwrap();
-            if !source.contains(&format!("sql/{name}\"")) {
+            // By its path in the crate (`sql/x.sql`, `sql/baseline/x.sql`):
+            // two folders may each hold a file of the same name.
+            let rel = file.strip_prefix(krate.path()).unwrap();
+            let rel = rel.to_str().unwrap();
+            if !source.contains(&format!("{rel}\"")) {
                 orphans.push(file.display().to_string());
             }
         }
@@ -159,4 +163,81 @@ fn the_circle_check_sees_a_circle() {
     fs::remove_dir_all(&dir).unwrap();
     assert_eq!(circles, [["metrics", "worker", "worker::engine"]]);
     assert_eq!(py_circles, [["_a", "b"]]);
+}
+
+/// The most lines a Rust or Python source file outside tests may have: a
+/// longer one holds more than one purpose and is split by purpose.
+const MAX_LINES: usize = 800;
+
+/// Folders the length check does not enter: tests (a long table of cases
+/// is still one purpose), frozen migrations, build output, hidden folders
+/// (`.git`, virtual environments).
+fn skipped_dir(name: &str) -> bool {
+    matches!(name, "tests" | "migrations" | "target" | "node_modules") || name.starts_with('.')
+}
+
+/// Every `.rs` and `.py` file under `dir` outside the skipped folders that
+/// has more than `MAX_LINES` lines, with its count.
+fn over_long(dir: &Path, out: &mut Vec<(PathBuf, usize)>) {
+    let Ok(entries) = fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        if path.is_dir() {
+            if !skipped_dir(&name) {
+                over_long(&path, out);
+            }
+        } else if path.extension().is_some_and(|e| e == "rs" || e == "py") {
+            let lines = fs::read_to_string(&path).unwrap().lines().count();
+            if lines > MAX_LINES {
+                out.push((path, lines));
+            }
+        }
+    }
+}
+
+#[test]
+fn no_source_file_outside_tests_is_over_800_lines() {
+    let root = workspace_root();
+    let mut found = Vec::new();
+    over_long(&root, &mut found);
+    found.sort();
+    let found: Vec<String> = found
+        .iter()
+        .map(|(p, n)| format!("{}: {n} lines", p.strip_prefix(&root).unwrap().display()))
+        .collect();
+    assert!(
+        found.is_empty(),
+        "source files over {MAX_LINES} lines (split each by purpose):\n{}",
+        found.join("\n")
+    );
+}
+
+/// The length check must see an over-long file, and only where it looks:
+/// one line too many fails, the same file under `tests/` or `migrations/`
+/// does not, and a file of exactly the limit passes.
+#[test]
+fn the_length_check_sees_an_over_long_file() {
+    let dir = std::env::temp_dir().join(format!("awa-tidy-length-{}", std::process::id()));
+    let _ = fs::remove_dir_all(&dir);
+    let long = "fn f() {}\n".repeat(MAX_LINES + 1);
+    let full = "x = 1\n".repeat(MAX_LINES);
+    for (file, text) in [
+        ("crate/src/long.rs", &long),
+        ("crate/src/full.py", &full),
+        ("crate/tests/long.rs", &long),
+        ("crate/migrations/long.rs", &long),
+        ("crate/src/long.txt", &long),
+    ] {
+        let path = dir.join(file);
+        fs::create_dir_all(path.parent().unwrap()).unwrap();
+        fs::write(path, text).unwrap();
+    }
+    let mut found = Vec::new();
+    over_long(&dir, &mut found);
+    fs::remove_dir_all(&dir).unwrap();
+    assert_eq!(found, [(dir.join("crate/src/long.rs"), MAX_LINES + 1)]);
 }

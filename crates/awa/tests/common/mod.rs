@@ -1,19 +1,21 @@
 //! Helpers shared by the `awa` crate's integration tests.
 
+use awa::planes::history::JobView;
 use awa::{Client, JobState};
 use std::time::{Duration, Instant};
 
-/// Wait (30 s at most, a hang guard) until job `id` is in `state`.
-pub async fn wait_for(client: &Client, id: awa::JobId, state: JobState) {
-    let until = Instant::now() + Duration::from_secs(30);
+/// Wait until job `id` is in `state`, and return it as `Client::job` reads
+/// it. 60 s at most: a hang guard, not a bound on how fast it gets there.
+pub async fn wait_for(client: &Client, id: awa::JobId, state: JobState) -> JobView {
+    let until = Instant::now() + Duration::from_secs(60);
     loop {
         let view = client.job(id).await.unwrap();
-        if view.as_ref().is_some_and(|v| v.state == state) {
-            return;
+        if let Some(v) = view.as_ref().filter(|v| v.state == state) {
+            return v.clone();
         }
         assert!(
             Instant::now() < until,
-            "job {id} never reached {state:?}: {view:?}"
+            "hang guard: job {id} never reached {state:?}: {view:?}"
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }

@@ -4,15 +4,10 @@
 //! `print` writes it as tables.
 
 use super::baseline::Completion;
-use super::compare::{Compared, Sides};
+use super::compare::{Compared, Side};
 use super::cost::CostReport;
-use super::drain::DrainReport;
-use super::enqueue::EnqueueReport;
-use super::pinned::PinnedReport;
-use super::procs::ProcsReport;
 use super::python::PythonReport;
 use super::soak::SoakReport;
-use super::steady::SteadyReport;
 use super::{Ctx, Scenario};
 use awa_harness::ServerKind;
 use std::collections::BTreeMap;
@@ -51,16 +46,8 @@ pub struct BaselineReport {
     /// What it models, in one line.
     pub model: &'static str,
     pub completion: Completion,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub enqueue: Option<EnqueueReport>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub drain: Option<DrainReport>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub steady: Option<SteadyReport>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub pinned: Option<PinnedReport>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub procs: Option<ProcsReport>,
+    #[serde(flatten)]
+    pub runs: Side,
 }
 
 impl BaselineReport {
@@ -69,13 +56,9 @@ impl BaselineReport {
             model: "one plain jobs table (bigserial id, queue, kind, args jsonb, state, run_at, \
                     attempt, ...; primary key + partial fetch index), enqueued by multi-row \
                     INSERT + NOTIFY, claimed with SELECT ... FOR UPDATE SKIP LOCKED + UPDATE, \
-                    no maintenance; xtask/sql/baseline/",
+                    no maintenance; crates/awa-bench/sql/baseline/",
             completion,
-            enqueue: None,
-            drain: None,
-            steady: None,
-            pinned: None,
-            procs: None,
+            runs: Side::default(),
         }
     }
 }
@@ -84,16 +67,9 @@ impl BaselineReport {
 pub struct Report {
     pub meta: Meta,
     pub settings: BTreeMap<String, String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub enqueue: Option<EnqueueReport>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub drain: Option<DrainReport>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub steady: Option<SteadyReport>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub pinned: Option<PinnedReport>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub procs: Option<ProcsReport>,
+    /// Ours, of the scenarios the baseline runs too.
+    #[serde(flatten)]
+    pub ours: Side,
     /// Scenario `cost`: server CPU per job beside a plain insert.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cost: Option<CostReport>,
@@ -167,11 +143,7 @@ impl Report {
                 seconds: 0.0,
             },
             settings,
-            enqueue: None,
-            drain: None,
-            steady: None,
-            pinned: None,
-            procs: None,
+            ours: Side::default(),
             cost: None,
             soak: None,
             python: None,
@@ -184,32 +156,25 @@ impl Report {
     }
 }
 
-impl BaselineReport {
-    /// The runs [`compare`](super::compare::compare) sets side by side.
-    pub fn sides(&self) -> Sides<'_> {
-        Sides {
-            enqueue: self.enqueue.as_ref(),
-            drain: self.drain.as_ref(),
-            steady: self.steady.as_ref(),
-            pinned: self.pinned.as_ref(),
-            procs: self.procs.as_ref(),
-        }
-    }
-}
-
 impl Report {
     /// Ours / baseline, figure by figure (empty without the baseline).
     pub fn compared(&self) -> Vec<Compared> {
-        let Some(baseline) = &self.baseline else {
-            return Vec::new();
-        };
-        let ours = Sides {
-            enqueue: self.enqueue.as_ref(),
-            drain: self.drain.as_ref(),
-            steady: self.steady.as_ref(),
-            pinned: self.pinned.as_ref(),
-            procs: self.procs.as_ref(),
-        };
-        super::compare::compare(&ours, &baseline.sides())
+        match &self.baseline {
+            Some(baseline) => super::compare::compare(&self.ours, &baseline.runs),
+            None => Vec::new(),
+        }
+    }
+
+    /// One scenario's runs into their places: ours, and the baseline's
+    /// when it ran.
+    pub fn put<T>(
+        &mut self,
+        place: impl Fn(&mut Side) -> &mut Option<T>,
+        (ours, baseline): (T, Option<T>),
+    ) {
+        *place(&mut self.ours) = Some(ours);
+        if let Some(b) = &mut self.baseline {
+            *place(&mut b.runs) = baseline;
+        }
     }
 }

@@ -1,6 +1,7 @@
 //! The spec's targets: each figure of a [`Report`] against its goal, with
 //! whether we meet it and by how much.
 
+use super::climb::at;
 use super::cost::CostRun;
 use super::fmt::{num, rate};
 use super::report::{Report, Target};
@@ -62,7 +63,7 @@ fn below(name: &str, target: f64, measured: Option<f64>, unit: &str, strict: boo
 
 pub fn targets(r: &Report) -> Vec<Target> {
     let mut t = Vec::new();
-    let drain = r.drain.as_ref();
+    let drain = r.ours.drain.as_ref();
     // The issue sets 25,000/s at the default concurrency and 15,000/s at
     // 16 (`--drain-concurrency 16`); other concurrencies have no target.
     let concurrency = drain.map_or(64, |d| d.concurrency);
@@ -79,7 +80,7 @@ pub fn targets(r: &Report) -> Vec<Target> {
             "jobs/s",
         ));
     }
-    let steady = r.steady.as_ref();
+    let steady = r.ours.steady.as_ref();
     let mut rate50 = at_least(
         "steady: highest sustained rate with p95 < 50 ms",
         10_000.0,
@@ -87,7 +88,7 @@ pub fn targets(r: &Report) -> Vec<Target> {
         "jobs/s",
     );
     if let Some(s) = steady
-        && let Some(run) = s.at(10_000)
+        && let Some(run) = at(&s.runs, 10_000)
     {
         rate50.measured.push_str(&format!(
             " (at 10,000/s offered: {} completed/s, p95 {} ms)",
@@ -97,7 +98,7 @@ pub fn targets(r: &Report) -> Vec<Target> {
     }
     t.push(rate50);
     for rate in [200, 1_000] {
-        let run = steady.and_then(|s| s.at(rate));
+        let run = steady.and_then(|s| at(&s.runs, rate));
         t.push(below(
             &format!("steady {rate}/s: p50"),
             1.5,
@@ -113,7 +114,7 @@ pub fn targets(r: &Report) -> Vec<Target> {
             true,
         ));
     }
-    let enq = r.enqueue.as_ref();
+    let enq = r.ours.enqueue.as_ref();
     t.push(at_least(
         "enqueue, 1 producer, 1,000 jobs/call",
         150_000.0,
@@ -196,7 +197,7 @@ pub fn targets(r: &Report) -> Vec<Target> {
         "",
         true,
     ));
-    let procs_1000 = r.procs.as_ref().and_then(|p| p.at(1_000));
+    let procs_1000 = r.ours.procs.as_ref().and_then(|p| at(&p.runs, 1_000));
     let mut procs_p95 = below(
         "procs 1,000/s (1 job/tx, own processes): p95, kept up",
         5.0,
@@ -220,7 +221,7 @@ pub fn targets(r: &Report) -> Vec<Target> {
     }
     t.push(procs_p95);
     t.extend(cost_targets(r));
-    let pinned = r.pinned.as_ref();
+    let pinned = r.ours.pinned.as_ref();
     t.push(at_least(
         "pinned vs unpinned throughput (2,000/s)",
         0.90,
@@ -297,7 +298,7 @@ fn cost_targets(r: &Report) -> Vec<Target> {
             false,
         ));
     }
-    let procs = r.procs.as_ref();
+    let procs = r.ours.procs.as_ref();
     let mut headline = at_least(
         "procs: highest 1 job/tx rate kept up with p95 < 50 ms",
         2_000.0,
@@ -308,7 +309,7 @@ fn cost_targets(r: &Report) -> Vec<Target> {
         procs.and_then(|p| p.highest_kept_up),
         r.baseline
             .as_ref()
-            .and_then(|b| b.procs.as_ref())
+            .and_then(|b| b.runs.procs.as_ref())
             .and_then(|p| p.highest_kept_up),
     ) {
         headline

@@ -23,8 +23,9 @@ const TOOLS: &[(&str, &str)] = &[
 
 pub fn workspace_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("xtask sits in the workspace")
+        .ancestors()
+        .nth(2)
+        .expect("awa-bench sits in the workspace's crates/")
         .to_path_buf()
 }
 

@@ -1,7 +1,7 @@
 //! Scenario `baseline`: what a user writes instead of adopting a queue, run
 //! beside ours in the same bench run.
 //!
-//! One plain jobs table (`xtask/sql/baseline/`, one statement per file),
+//! One plain jobs table (`crates/awa-bench/sql/baseline/`, one statement per file),
 //! claimed with `FOR UPDATE SKIP LOCKED` and completed by `UPDATE` (or
 //! `DELETE`, `--baseline-complete delete`), in a fresh database of its own
 //! per run. It is driven by the same producers (same batch sizes,

@@ -10,6 +10,25 @@ pub fn rate(r: u64) -> String {
     }
 }
 
+/// Rates as the scenarios announce them: `200, 1000`.
+pub fn list(rates: &[u64]) -> String {
+    rates
+        .iter()
+        .map(u64::to_string)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// What a run's progress line says when its backlog was left after
+/// `timeout`: nothing when it drained.
+pub fn undrained(drained: bool, timeout: std::time::Duration) -> String {
+    if drained {
+        String::new()
+    } else {
+        format!("  (not drained after {:.0}s)", timeout.as_secs_f64())
+    }
+}
+
 /// Readable numbers: thousands separators for big ones, decimals for small.
 pub fn num(x: f64) -> String {
     if !x.is_finite() {

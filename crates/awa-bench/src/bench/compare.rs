@@ -3,6 +3,7 @@
 //! Absolute figures on a shared machine move from run to run; the ratio of
 //! two runs made minutes apart on the same server moves much less.
 
+use super::climb::at;
 use super::drain::DrainReport;
 use super::enqueue::EnqueueReport;
 use super::fmt::{num, rate};
@@ -10,6 +11,8 @@ use super::pgstats::Cost;
 use super::pinned::PinnedReport;
 use super::procs::ProcsReport;
 use super::steady::{SteadyReport, SteadyRun};
+use crate::latency::Percentiles;
+use PerJob::{Commits, Cpu, DeadTuples, Wal};
 
 /// Whether a larger figure is the better one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -34,29 +37,6 @@ pub struct Compared {
 }
 
 impl Compared {
-    fn new(
-        key: String,
-        figure: String,
-        unit: &'static str,
-        better: Better,
-        ours: Option<f64>,
-        baseline: Option<f64>,
-    ) -> Self {
-        let ratio = match (ours, baseline) {
-            (Some(o), Some(b)) if b != 0.0 && o.is_finite() && b.is_finite() => Some(o / b),
-            _ => None,
-        };
-        Self {
-            key,
-            figure,
-            unit,
-            better,
-            ours,
-            baseline,
-            ratio,
-        }
-    }
-
     /// Which side the figures favour: "ours", "baseline" or "even" (within
     /// 1 %), or "" when there is no ratio.
     pub fn winner(&self) -> &'static str {
@@ -69,6 +49,7 @@ impl Compared {
     }
 }
 
+/// The figures compared so far, in the order the report shows them.
 struct Out(Vec<Compared>);
 
 impl Out {
@@ -81,65 +62,138 @@ impl Out {
         ours: Option<f64>,
         baseline: Option<f64>,
     ) {
-        self.0
-            .push(Compared::new(key, figure, unit, better, ours, baseline));
+        let ratio = match (ours, baseline) {
+            (Some(o), Some(b)) if b != 0.0 && o.is_finite() && b.is_finite() => Some(o / b),
+            _ => None,
+        };
+        self.0.push(Compared {
+            key,
+            figure,
+            unit,
+            better,
+            ours,
+            baseline,
+            ratio,
+        });
+    }
+
+    /// One per-job cost of a phase.
+    fn cost(&mut self, key: &str, figure: &str, per_job: PerJob, ours: &Cost, baseline: &Cost) {
+        let (name, what, unit) = per_job.names();
+        self.push(
+            format!("{key}.{name}"),
+            format!("{figure}: {what}"),
+            unit,
+            Better::Lower,
+            per_job.of(ours),
+            per_job.of(baseline),
+        );
     }
 
     /// WAL, dead tuples and server CPU per job of one phase.
     fn costs(&mut self, key: &str, figure: &str, ours: &Cost, baseline: &Cost) {
+        for per_job in [Wal, DeadTuples, Cpu] {
+            self.cost(key, figure, per_job, ours, baseline);
+        }
+    }
+
+    /// Completions per second and pickup latency (p50, p95, p99) of a run
+    /// at an offered rate.
+    fn pace(
+        &mut self,
+        key: &str,
+        label: &str,
+        (ours, ours_latency): (f64, &Percentiles),
+        (baseline, baseline_latency): (f64, &Percentiles),
+    ) {
         self.push(
-            format!("{key}.wal_bytes_per_job"),
-            format!("{figure}: WAL per job"),
-            "bytes",
-            Better::Lower,
-            Some(ours.wal_bytes_per_job),
-            Some(baseline.wal_bytes_per_job),
+            format!("{key}.completions_per_s"),
+            format!("{label}: completed/s"),
+            "jobs/s",
+            Better::Higher,
+            Some(ours),
+            Some(baseline),
         );
-        self.push(
-            format!("{key}.dead_tuples_per_job"),
-            format!("{figure}: dead tuples per job"),
-            "",
-            Better::Lower,
-            Some(ours.dead_tuples_per_job),
-            Some(baseline.dead_tuples_per_job),
-        );
-        self.push(
-            format!("{key}.cpu_postgres_us_per_job"),
-            format!("{figure}: Postgres CPU per job"),
-            "us",
-            Better::Lower,
-            ours.cpu_postgres_us_per_job,
-            baseline.cpu_postgres_us_per_job,
-        );
+        for (name, ours, base) in [
+            ("p50", ours_latency.p50, baseline_latency.p50),
+            ("p95", ours_latency.p95, baseline_latency.p95),
+            ("p99", ours_latency.p99, baseline_latency.p99),
+        ] {
+            self.push(
+                format!("{key}.{name}_ms"),
+                format!("{label}: latency {name}"),
+                "ms",
+                Better::Lower,
+                Some(ours),
+                Some(base),
+            );
+        }
     }
 }
 
-/// One side's runs, as the report holds them (ours or the baseline's).
+/// A per-job cost of a phase (lower is better for each).
 #[derive(Debug, Clone, Copy)]
-pub struct Sides<'a> {
-    pub enqueue: Option<&'a EnqueueReport>,
-    pub drain: Option<&'a DrainReport>,
-    pub steady: Option<&'a SteadyReport>,
-    pub pinned: Option<&'a PinnedReport>,
-    pub procs: Option<&'a ProcsReport>,
+enum PerJob {
+    Wal,
+    DeadTuples,
+    Cpu,
+    Commits,
+}
+
+impl PerJob {
+    /// Its key, its readable name and its unit.
+    fn names(self) -> (&'static str, &'static str, &'static str) {
+        match self {
+            Wal => ("wal_bytes_per_job", "WAL per job", "bytes"),
+            DeadTuples => ("dead_tuples_per_job", "dead tuples per job", ""),
+            Cpu => ("cpu_postgres_us_per_job", "Postgres CPU per job", "us"),
+            Commits => ("commits_per_job", "commits per job", ""),
+        }
+    }
+
+    /// Its figure in `cost` (CPU only where it was measured).
+    fn of(self, cost: &Cost) -> Option<f64> {
+        match self {
+            Wal => Some(cost.wal_bytes_per_job),
+            DeadTuples => Some(cost.dead_tuples_per_job),
+            Cpu => cost.cpu_postgres_us_per_job,
+            Commits => Some(cost.commits_per_job),
+        }
+    }
+}
+
+/// One side's runs (ours or the baseline's) of the scenarios both sides
+/// run, as the report holds them.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct Side {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub enqueue: Option<EnqueueReport>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub drain: Option<DrainReport>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub steady: Option<SteadyReport>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pinned: Option<PinnedReport>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub procs: Option<ProcsReport>,
 }
 
 /// Every figure both sides measured, ours beside the baseline's.
-pub fn compare(ours: &Sides<'_>, baseline: &Sides<'_>) -> Vec<Compared> {
+pub fn compare(ours: &Side, baseline: &Side) -> Vec<Compared> {
     let mut out = Out(Vec::new());
-    if let (Some(o), Some(b)) = (ours.enqueue, baseline.enqueue) {
+    if let (Some(o), Some(b)) = (&ours.enqueue, &baseline.enqueue) {
         enqueue(&mut out, o, b);
     }
-    if let (Some(o), Some(b)) = (ours.drain, baseline.drain) {
+    if let (Some(o), Some(b)) = (&ours.drain, &baseline.drain) {
         drain(&mut out, o, b);
     }
-    if let (Some(o), Some(b)) = (ours.steady, baseline.steady) {
+    if let (Some(o), Some(b)) = (&ours.steady, &baseline.steady) {
         steady(&mut out, o, b);
     }
-    if let (Some(o), Some(b)) = (ours.pinned, baseline.pinned) {
+    if let (Some(o), Some(b)) = (&ours.pinned, &baseline.pinned) {
         pinned(&mut out, o, b);
     }
-    if let (Some(o), Some(b)) = (ours.procs, baseline.procs) {
+    if let (Some(o), Some(b)) = (&ours.procs, &baseline.procs) {
         procs(&mut out, o, b);
     }
     out.0
@@ -164,22 +218,15 @@ fn enqueue(out: &mut Out, o: &EnqueueReport, b: &EnqueueReport) {
             Some(run.jobs_per_s),
             Some(base.jobs_per_s),
         );
-        out.push(
-            format!("{key}.wal_bytes_per_job"),
-            format!("enqueue {}: WAL per job", run.name),
-            "bytes",
-            Better::Lower,
-            Some(run.cost.wal_bytes_per_job),
-            Some(base.cost.wal_bytes_per_job),
-        );
-        out.push(
-            format!("{key}.cpu_postgres_us_per_job"),
-            format!("enqueue {}: Postgres CPU per job", run.name),
-            "us",
-            Better::Lower,
-            run.cost.cpu_postgres_us_per_job,
-            base.cost.cpu_postgres_us_per_job,
-        );
+        for per_job in [Wal, Cpu] {
+            out.cost(
+                &key,
+                &format!("enqueue {}", run.name),
+                per_job,
+                &run.cost,
+                &base.cost,
+            );
+        }
     }
 }
 
@@ -192,22 +239,15 @@ fn drain(out: &mut Out, o: &DrainReport, b: &DrainReport) {
         Some(o.jobs_per_s),
         Some(b.jobs_per_s),
     );
-    out.push(
-        "drain.drain.wal_bytes_per_job".into(),
-        "drain alone: WAL per job".into(),
-        "bytes",
-        Better::Lower,
-        Some(o.drain_cost.wal_bytes_per_job),
-        Some(b.drain_cost.wal_bytes_per_job),
-    );
-    out.push(
-        "drain.drain.cpu_postgres_us_per_job".into(),
-        "drain alone: Postgres CPU per job".into(),
-        "us",
-        Better::Lower,
-        o.drain_cost.cpu_postgres_us_per_job,
-        b.drain_cost.cpu_postgres_us_per_job,
-    );
+    for per_job in [Wal, Cpu] {
+        out.cost(
+            "drain.drain",
+            "drain alone",
+            per_job,
+            &o.drain_cost,
+            &b.drain_cost,
+        );
+    }
     out.costs(
         "drain.total",
         "enqueue + drain",
@@ -217,34 +257,18 @@ fn drain(out: &mut Out, o: &DrainReport, b: &DrainReport) {
 }
 
 fn steady_run(out: &mut Out, key: &str, label: &str, o: &SteadyRun, b: &SteadyRun) {
-    out.push(
-        format!("{key}.completions_per_s"),
-        format!("{label}: completed/s"),
-        "jobs/s",
-        Better::Higher,
-        Some(o.completions_per_s),
-        Some(b.completions_per_s),
+    out.pace(
+        key,
+        label,
+        (o.completions_per_s, &o.latency),
+        (b.completions_per_s, &b.latency),
     );
-    for (name, ours, base) in [
-        ("p50", o.latency.p50, b.latency.p50),
-        ("p95", o.latency.p95, b.latency.p95),
-        ("p99", o.latency.p99, b.latency.p99),
-    ] {
-        out.push(
-            format!("{key}.{name}_ms"),
-            format!("{label}: latency {name}"),
-            "ms",
-            Better::Lower,
-            Some(ours),
-            Some(base),
-        );
-    }
     out.costs(key, label, &o.cost, &b.cost);
 }
 
 fn steady(out: &mut Out, o: &SteadyReport, b: &SteadyReport) {
     for run in &o.runs {
-        if let Some(base) = b.at(run.offered_rate) {
+        if let Some(base) = at(&b.runs, run.offered_rate) {
             let rate = run.offered_rate;
             steady_run(
                 out,
@@ -300,33 +324,17 @@ fn pinned(out: &mut Out, o: &PinnedReport, b: &PinnedReport) {
 
 fn procs(out: &mut Out, o: &ProcsReport, b: &ProcsReport) {
     for run in &o.runs {
-        let Some(base) = b.at(run.offered_rate) else {
+        let Some(base) = at(&b.runs, run.offered_rate) else {
             continue;
         };
         let key = format!("procs.{}", run.offered_rate);
         let label = format!("procs {}/s (1 job/tx)", rate(run.offered_rate));
-        out.push(
-            format!("{key}.completions_per_s"),
-            format!("{label}: completed/s"),
-            "jobs/s",
-            Better::Higher,
-            Some(run.completions_per_s),
-            Some(base.completions_per_s),
+        out.pace(
+            &key,
+            &label,
+            (run.completions_per_s, &run.latency),
+            (base.completions_per_s, &base.latency),
         );
-        for (name, ours, theirs) in [
-            ("p50", run.latency.p50, base.latency.p50),
-            ("p95", run.latency.p95, base.latency.p95),
-            ("p99", run.latency.p99, base.latency.p99),
-        ] {
-            out.push(
-                format!("{key}.{name}_ms"),
-                format!("{label}: latency {name}"),
-                "ms",
-                Better::Lower,
-                Some(ours),
-                Some(theirs),
-            );
-        }
         out.push(
             format!("{key}.transaction_p50_ms"),
             format!("{label}: producer BEGIN..COMMIT p50"),
@@ -335,14 +343,7 @@ fn procs(out: &mut Out, o: &ProcsReport, b: &ProcsReport) {
             Some(run.transaction.p50),
             Some(base.transaction.p50),
         );
-        out.push(
-            format!("{key}.commits_per_job"),
-            format!("{label}: commits per job"),
-            "",
-            Better::Lower,
-            Some(run.cost.commits_per_job),
-            Some(base.cost.commits_per_job),
-        );
+        out.cost(&key, &label, Commits, &run.cost, &base.cost);
         out.costs(&key, &label, &run.cost, &base.cost);
     }
     out.push(
@@ -360,7 +361,9 @@ mod tests {
     use super::*;
 
     fn c(better: Better, ours: Option<f64>, baseline: Option<f64>) -> Compared {
-        Compared::new("k".into(), "f".into(), "", better, ours, baseline)
+        let mut out = Out(Vec::new());
+        out.push("k".into(), "f".into(), "", better, ours, baseline);
+        out.0.pop().expect("one figure")
     }
 
     #[test]

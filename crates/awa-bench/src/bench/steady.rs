@@ -14,6 +14,8 @@
 //! at once; faster rates go on for each system while it keeps up.
 
 use super::Ctx;
+use super::climb::{RateRun, best_rate, climb};
+use super::fmt;
 use super::pgstats::{self, Cost};
 use super::system::System;
 use crate::BoxError;
@@ -102,6 +104,12 @@ pub struct SteadyRun {
     pub samples: Vec<Sample>,
 }
 
+impl RateRun for SteadyRun {
+    fn rated(&self) -> (u64, bool, f64) {
+        (self.offered_rate, self.sustained, self.latency.p95)
+    }
+}
+
 /// A soak sample (statistics may lag by up to ~10 s; see pgstats).
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct Sample {
@@ -124,19 +132,6 @@ pub struct SteadyReport {
     pub rate_p95_under_50ms: Option<u64>,
 }
 
-impl SteadyReport {
-    pub fn at(&self, rate: u64) -> Option<&SteadyRun> {
-        self.runs.iter().find(|r| r.offered_rate == rate)
-    }
-}
-
-pub fn best_rate(runs: &[SteadyRun], p95_ms: f64) -> Option<u64> {
-    runs.iter()
-        .filter(|r| r.sustained && r.latency.p95 < p95_ms)
-        .map(|r| r.offered_rate)
-        .max()
-}
-
 /// Ours, and the baseline's when scenario `baseline` is on.
 pub async fn run(ctx: &Ctx) -> Result<(SteadyReport, Option<SteadyReport>), BoxError> {
     let (rates, more): (&[u64], &[u64]) = if ctx.quick {
@@ -147,39 +142,12 @@ pub async fn run(ctx: &Ctx) -> Result<(SteadyReport, Option<SteadyReport>), BoxE
     ctx.say(format!(
         "\n== steady: offered rates {}, then up until saturated; {WORKERS} worker x \
          {CONCURRENCY} + maintenance leader",
-        rates
-            .iter()
-            .map(u64::to_string)
-            .collect::<Vec<_>>()
-            .join(", ")
+        fmt::list(rates)
     ));
-    let systems = ctx.systems();
-    let mut runs: Vec<Vec<SteadyRun>> = vec![Vec::new(); systems.len()];
-    for &rate in rates {
-        // --quick runs the baseline at its last rate only.
-        let these = if Some(&rate) == rates.last() {
-            ctx.systems()
-        } else {
-            ctx.systems_unless_quick()
-        };
-        for (i, &system) in systems.iter().enumerate() {
-            if these.contains(&system) {
-                runs[i].push(run_rate(ctx, system, SteadyOptions::new(ctx, rate)).await?);
-            }
-        }
-    }
-    for &rate in more {
-        let mut any = false;
-        for (i, &system) in systems.iter().enumerate() {
-            if runs[i].last().is_some_and(|r| r.sustained) {
-                any = true;
-                runs[i].push(run_rate(ctx, system, SteadyOptions::new(ctx, rate)).await?);
-            }
-        }
-        if !any {
-            break;
-        }
-    }
+    let runs = climb(ctx, rates, more, async |system, rate| {
+        run_rate(ctx, system, SteadyOptions::new(ctx, rate)).await
+    })
+    .await?;
     let mut reports = runs.into_iter().map(|runs| SteadyReport {
         workers: WORKERS,
         concurrency: CONCURRENCY,
@@ -346,19 +314,8 @@ pub async fn run_rate(
         lat.p99,
         max_depth,
         if sustained { "" } else { "  (not sustained)" },
-        if drained {
-            String::new()
-        } else {
-            format!(
-                "  (not drained after {:.0}s)",
-                opts.drain_timeout.as_secs_f64()
-            )
-        },
-        if system == System::Awa {
-            ""
-        } else {
-            "  [baseline]"
-        }
+        fmt::undrained(drained, opts.drain_timeout),
+        system.tag()
     ));
     Ok(run)
 }

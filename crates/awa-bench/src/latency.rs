@@ -39,7 +39,7 @@ impl LatencyRecorder {
     }
 
     /// How many samples so far (pass to [`Self::percentiles_since`]).
-    pub fn len(&self) -> usize {
+    pub fn recorded(&self) -> usize {
         self.samples.lock().expect("latency lock").len()
     }
 

@@ -1,12 +1,12 @@
-//! Installing the ledger (`ledger.sql`) and reading everything the tally
-//! needs from the database once the run is over.
+//! Installing the ledger (`sql/chaos/ledger.sql`) and reading everything
+//! the tally needs from the database once the run is over.
 
 use super::error::ChaosError;
 use super::tally::LedgerJob;
 use sqlx::PgPool;
 
 pub async fn install(pool: &PgPool) -> Result<(), ChaosError> {
-    sqlx::raw_sql(include_str!("ledger.sql"))
+    sqlx::raw_sql(include_str!("../../sql/chaos/ledger.sql"))
         .execute(pool)
         .await
         .map_err(|e| ChaosError::db("installing the chaos ledger", e))?;
@@ -116,9 +116,10 @@ pub async fn ring_rows(pool: &PgPool) -> Result<i64, sqlx::Error> {
 /// Ready rows per queue slot, the current slot and the last rotate and
 /// prune outcomes: what holds the ring when it is over its bound.
 pub async fn ring_diagnosis(pool: &PgPool) -> Result<String, sqlx::Error> {
-    let text: Option<String> = sqlx::query_scalar(include_str!("ring_diagnosis.sql"))
-        .fetch_one(pool)
-        .await?;
+    let text: Option<String> =
+        sqlx::query_scalar(include_str!("../../sql/chaos/ring_diagnosis.sql"))
+            .fetch_one(pool)
+            .await?;
     Ok(text.unwrap_or_default())
 }
 

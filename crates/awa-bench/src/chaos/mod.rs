@@ -10,7 +10,7 @@
 //! * `procs`, `faults`, `load` — workers, faults, producer
 //! * `servers` — the run's PostgreSQL servers (a primary and standby for
 //!   the failover scenario) and the failover itself
-//! * `ledger` (+ `ledger.sql`) — trigger-fed tables no ring reclaims
+//! * `ledger` (+ `sql/chaos/`) — trigger-fed tables no ring reclaims
 //! * `tally`, `report` — counting and the summary
 
 mod awa_bin;

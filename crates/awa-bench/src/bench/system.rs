@@ -31,6 +31,16 @@ impl System {
         }
     }
 
+    /// What a run's progress line ends with: nothing for ours, else which
+    /// system it was.
+    pub fn tag(self) -> &'static str {
+        match self {
+            System::Awa => "",
+            System::Baseline(_) => "  [baseline]",
+            System::Plain => "  [plain insert]",
+        }
+    }
+
     /// The query a pinning session runs inside its snapshot.
     pub fn pin_query(self) -> &'static str {
         match self {

@@ -2,7 +2,7 @@
 //! table with nothing but a primary key, committed one per transaction at
 //! the same rate as our one-job enqueues. Nothing runs the rows: it is the
 //! floor one job's PostgreSQL CPU is compared with. SQL in
-//! `xtask/sql/plain/`.
+//! `crates/awa-bench/sql/plain/`.
 
 use crate::BoxError;
 use sqlx::PgConnection;
