@@ -232,13 +232,17 @@ fn rust_suite(phases: &Phases, args: &[String], url: &str) -> bool {
     let suite = |build_only: bool| {
         let mut cmd = Command::new(cargo());
         if nextest {
-            cmd.args(["nextest", "run", "--workspace", "--no-fail-fast"]);
+            cmd.args(["nextest", "run", "--workspace"]);
         } else {
-            cmd.args(["test", "--workspace", "--no-fail-fast"]);
+            cmd.args(["test", "--workspace"]);
         }
-        if build_only {
-            cmd.arg("--no-run");
-        }
+        // nextest refuses --no-fail-fast beside --no-run (there is nothing
+        // to fail fast in a build).
+        cmd.arg(if build_only {
+            "--no-run"
+        } else {
+            "--no-fail-fast"
+        });
         cmd.args(args).env("DATABASE_URL", url).status()
     };
     let built = phases.time("rust suite (build)", || suite(true));
