@@ -122,6 +122,19 @@ pub fn build_wheel(venv: &Path, release: bool) -> Result<PathBuf, BoxError> {
     let out = target_dir().join("wheels/awa-python");
     // One wheel in the folder: the one just built.
     let _ = std::fs::remove_dir_all(&out);
+    // maturin repairs the extension it copies to target/maturin in place
+    // (patchelf renames the libssl and libcrypto it needs), and that copy
+    // is a hard link to cargo's own output: a second build with nothing to
+    // recompile found the renamed libraries and failed ("Cannot repair
+    // wheel"). Without its outputs cargo links the extension again.
+    let profile = if release { "release" } else { "debug" };
+    for stale in [
+        target_dir().join("maturin/lib_awa.so"),
+        target_dir().join(profile).join("deps/lib_awa.so"),
+        target_dir().join(profile).join("lib_awa.so"),
+    ] {
+        let _ = std::fs::remove_file(stale);
+    }
     let mut maturin = Command::new(venv.join("bin/maturin"));
     maturin.args(["build", "--quiet"]);
     if release {
