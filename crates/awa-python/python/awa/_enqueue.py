@@ -13,10 +13,10 @@ from __future__ import annotations
 import inspect
 import re
 from datetime import datetime, timedelta
-from typing import Any, Iterable, Mapping, NamedTuple, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 from . import _awa
-from ._jobs import Unique, args_of, run_at_text, spec_of, timeout_seconds, to_json
+from ._jobs import Enqueued, Unique, WithOptions, args_of, run_at_text, spec_of, timeout_seconds, to_json
 from ._middleware import Middleware, enqueue_chain, enqueue_chain_async
 
 try:  # Trace context travels with the job when OpenTelemetry is installed.
@@ -26,76 +26,6 @@ try:  # Trace context travels with the job when OpenTelemetry is installed.
     )
 except ImportError:  # pragma: no cover - exercised without the package
     _otel_trace = None
-
-
-class Enqueued(NamedTuple):
-    """What one enqueue did."""
-
-    id: int
-    """The new job's id, or, when its unique key was taken (or the job is a
-    duplicate by its awa.Unique spec), the id of the job holding it."""
-    inserted: bool
-    """False when the unique key was already held or the job is a
-    duplicate (nothing was inserted)."""
-    scheduled: bool
-    """True when the job waits for its run_at."""
-
-
-class WithOptions:
-    """A job with per-enqueue options, for `enqueue_many`; also how
-    enqueue middleware sees each job (with the call's options merged in),
-    where ``queue`` and ``metadata`` may be changed."""
-
-    __slots__ = ("job", "options")
-
-    def __init__(
-        self,
-        job: Any,
-        *,
-        queue: str | None = None,
-        priority: int | None = None,
-        run_at: datetime | timedelta | None = None,
-        max_attempts: int | None = None,
-        unique_key: str | None = None,
-        metadata: Mapping[str, Any] | None = None,
-        unique: Unique | None = None,
-        timeout: float | timedelta | None = None,
-    ) -> None:
-        self.job = job
-        self.options = dict(
-            queue=queue,
-            priority=priority,
-            run_at=run_at,
-            max_attempts=max_attempts,
-            unique_key=unique_key,
-            metadata=metadata,
-            unique=unique,
-            timeout=timeout,
-        )
-
-    @property
-    def kind(self) -> str:
-        """The job's kind."""
-        return spec_of(self.job).kind
-
-    @property
-    def queue(self) -> str:
-        """The queue it goes to: its own option, else its class's."""
-        queue = self.options.get("queue")
-        return spec_of(self.job).queue if queue is None else queue
-
-    @queue.setter
-    def queue(self, value: str) -> None:
-        self.options["queue"] = value
-
-    @property
-    def metadata(self) -> Mapping[str, Any] | None:
-        """Its metadata option (None when it has none)."""
-        return self.options.get("metadata")
-
-    @metadata.setter
-    def metadata(self, value: Mapping[str, Any] | None) -> None:
-        self.options["metadata"] = value
 
 
 # The statement, without its header (psycopg reads % in comments too).

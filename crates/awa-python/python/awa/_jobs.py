@@ -1,5 +1,6 @@
 """Typed jobs: a kind and defaults attached to a dataclass or pydantic
-model, how a job becomes JSON args, and how args become the job again."""
+model, how a job becomes JSON args, how args become the job again, and
+the values an enqueue takes (WithOptions) and gives back (Enqueued)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import json
 import re
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
-from typing import Any, Callable, Iterable, Mapping, TypeVar, overload
+from typing import Any, Callable, Iterable, Mapping, NamedTuple, TypeVar, overload
 
 from . import _awa
 from ._awa import ValidationError
@@ -274,3 +275,73 @@ def run_at_text(run_at: datetime | timedelta | None) -> str | None:
             "(datetime.now(timezone.utc) + ...) so it means one instant"
         )
     return run_at.isoformat()
+
+
+class Enqueued(NamedTuple):
+    """What one enqueue did."""
+
+    id: int
+    """The new job's id, or, when its unique key was taken (or the job is a
+    duplicate by its awa.Unique spec), the id of the job holding it."""
+    inserted: bool
+    """False when the unique key was already held or the job is a
+    duplicate (nothing was inserted)."""
+    scheduled: bool
+    """True when the job waits for its run_at."""
+
+
+class WithOptions:
+    """A job with per-enqueue options, for `enqueue_many`; also how
+    enqueue middleware sees each job (with the call's options merged in),
+    where ``queue`` and ``metadata`` may be changed."""
+
+    __slots__ = ("job", "options")
+
+    def __init__(
+        self,
+        job: Any,
+        *,
+        queue: str | None = None,
+        priority: int | None = None,
+        run_at: datetime | timedelta | None = None,
+        max_attempts: int | None = None,
+        unique_key: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        unique: Unique | None = None,
+        timeout: float | timedelta | None = None,
+    ) -> None:
+        self.job = job
+        self.options = dict(
+            queue=queue,
+            priority=priority,
+            run_at=run_at,
+            max_attempts=max_attempts,
+            unique_key=unique_key,
+            metadata=metadata,
+            unique=unique,
+            timeout=timeout,
+        )
+
+    @property
+    def kind(self) -> str:
+        """The job's kind."""
+        return spec_of(self.job).kind
+
+    @property
+    def queue(self) -> str:
+        """The queue it goes to: its own option, else its class's."""
+        queue = self.options.get("queue")
+        return spec_of(self.job).queue if queue is None else queue
+
+    @queue.setter
+    def queue(self, value: str) -> None:
+        self.options["queue"] = value
+
+    @property
+    def metadata(self) -> Mapping[str, Any] | None:
+        """Its metadata option (None when it has none)."""
+        return self.options.get("metadata")
+
+    @metadata.setter
+    def metadata(self, value: Mapping[str, Any] | None) -> None:
+        self.options["metadata"] = value

@@ -9,13 +9,11 @@ client or worker without middleware.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Awaitable, Callable, Sequence
+from typing import Any, Awaitable, Callable, Sequence
 
 from . import _awa
-
-if TYPE_CHECKING:  # circular at run time: _worker and _enqueue import this
-    from ._enqueue import Enqueued, WithOptions
-    from ._worker import Context
+from ._context import Context
+from ._jobs import Enqueued, WithOptions
 
 EnqueueNext = Callable[[list["WithOptions"]], list["Enqueued"]]
 AsyncEnqueueNext = Callable[[list["WithOptions"]], Awaitable[list["Enqueued"]]]
