@@ -15,6 +15,18 @@
 -- Concurrent claimers skip each other: lanes are locked FOR UPDATE SKIP
 -- LOCKED, so a lane being claimed by someone else is simply not offered.
 --
+-- Tombstoned entries (cancelled jobs, and the old copies relocation leaves
+-- behind, one per move) are skipped by the scan itself, so they never use
+-- up the limit: a call that takes fewer jobs than it was asked for has
+-- taken every runnable job up to the frontier, and a worker relies on that
+-- to go idle until the next notification. (Counting them once let a
+-- backlog whose jobs had each been relocated a few times drain a quarter
+-- of a claim per poll interval.) A lane found exhausted up to the
+-- frontier has its head moved to the frontier, past any tombstoned tail:
+-- nothing at or below the frontier can still appear in it (the lane is
+-- locked, so no relocation or cancel of it runs meanwhile, and every
+-- producer at or below the frontier has committed).
+--
 -- The frontier. A lane position is safe to pass only once no transaction
 -- can still commit a row at or below it, otherwise a later producer's job
 -- would overtake (and the head would strand) an earlier, still
@@ -202,44 +214,49 @@ BEGIN
              WHERE l.ring = 'queue' ORDER BY l.generation DESC LIMIT 1
         ),
         cand AS MATERIALIZED (
-            -- The live copy of a relocated job sorts before its tombstoned
-            -- twin (see the general statement below).
+            -- Live entries only (see "Tombstoned entries" above).
             SELECT e.slot, e.lane_seq, e.job_id, e.kind, e.args, e.priority, e.shard,
                    e.attempt, e.max_attempts, e.run_lease, e.created_at, e.ready_at,
-                   e.unique_key, e.metadata, t.job_id IS NOT NULL AS dead
+                   e.unique_key, e.metadata
               FROM {schema}.ready_entries e
-              LEFT JOIN {schema}.ready_tombstones t
-                ON t.slot IN (v_s1, v_s2)
-               AND t.slot = e.slot AND t.job_id = e.job_id AND t.lane_seq = e.lane_seq
              WHERE e.slot IN (v_s1, v_s2)
                AND e.queue = p_queue AND e.priority = v_prios[1] AND e.shard = v_shards[1]
                AND e.lane_seq > v_heads[1] AND e.lane_seq <= v_frontier
+               AND NOT EXISTS (
+                     SELECT 1 FROM {schema}.ready_tombstones t
+                      WHERE t.slot IN (v_s1, v_s2)
+                        AND t.slot = e.slot AND t.job_id = e.job_id AND t.lane_seq = e.lane_seq)
                AND (SELECT f.ok FROM fresh f)
-             ORDER BY e.lane_seq, t.job_id IS NOT NULL
+             ORDER BY e.lane_seq
              LIMIT p_limit
         ),
         ranked AS (
             SELECT c.*, row_number() OVER w AS rn,
                    sum(pg_column_size(c.args) + coalesce(pg_column_size(c.metadata), 0)) OVER w AS bytes
               FROM cand c
-             WHERE NOT c.dead
             WINDOW w AS (ORDER BY c.lane_seq ROWS UNBOUNDED PRECEDING)
         ),
         -- Bounded by count (the LIMIT) and bytes, as the general statement:
-        -- what is taken is a prefix of the lane, and the head moves past
-        -- exactly it (and the tombstoned entries before what is left).
+        -- what is taken is a prefix of the lane. The head moves past
+        -- exactly it when something was left, to the frontier when the
+        -- lane is exhausted (fewer live entries than the limit), and past
+        -- the last entry read otherwise. Not when the ledger moved: then
+        -- nothing was read.
         chosen AS (
             SELECT r.*, r.rn = 1 OR r.bytes <= 8388608 AS take FROM ranked r
         ),
         moved AS (
             UPDATE {schema}.lane_heads h
                SET head_seq = n.head
-              FROM (SELECT max(c.lane_seq) AS head
-                      FROM cand c
-                     WHERE c.lane_seq < coalesce((SELECT min(x.lane_seq) FROM chosen x WHERE NOT x.take),
-                                                 9223372036854775807)) n
+              FROM (SELECT CASE
+                             WHEN EXISTS (SELECT 1 FROM chosen x WHERE NOT x.take)
+                                 THEN (SELECT max(x.lane_seq) FROM chosen x WHERE x.take)
+                             WHEN (SELECT count(*) FROM cand c) < p_limit THEN v_frontier
+                             ELSE (SELECT max(c.lane_seq) FROM cand c)
+                           END AS head) n
              WHERE h.queue = p_queue AND h.priority = v_prios[1] AND h.shard = v_shards[1]
                AND n.head > h.head_seq
+               AND (SELECT f.ok FROM fresh f)
             RETURNING 1
         )
         SELECT r.job_id, r.slot, r.lane_seq, r.kind, r.args, r.priority, r.attempt,
@@ -268,23 +285,23 @@ BEGIN
          WHERE h.queue = p_queue
     ),
     cand AS MATERIALIZED (
-        -- A job moved by ready_relocate has two entries with one lane_seq:
-        -- the tombstoned old copy and the live new one. The live copy sorts
-        -- first, so the LIMIT never keeps the dead twin while cutting off
-        -- the live one (the head would then pass a job nobody took).
+        -- Live entries only, up to the limit per lane. A job moved by
+        -- ready_relocate has two entries with one lane_seq, the tombstoned
+        -- old copy and the live new one; only the live one is read.
         SELECT r.*
           FROM lanes l
          CROSS JOIN frontier f
          CROSS JOIN LATERAL (
                 SELECT e.slot, e.lane_seq, e.job_id, e.kind, e.args, e.priority, e.shard,
                        e.attempt, e.max_attempts, e.run_lease, e.created_at, e.ready_at,
-                       e.unique_key, e.metadata, t.job_id IS NOT NULL AS dead
+                       e.unique_key, e.metadata
                   FROM {schema}.ready_entries e
-                  LEFT JOIN {schema}.ready_tombstones t
-                    ON t.slot = e.slot AND t.job_id = e.job_id AND t.lane_seq = e.lane_seq
                  WHERE e.queue = p_queue AND e.priority = l.priority AND e.shard = l.shard
                    AND e.lane_seq > l.head_seq AND e.lane_seq <= f.seq
-                 ORDER BY e.lane_seq, t.job_id IS NOT NULL
+                   AND NOT EXISTS (
+                         SELECT 1 FROM {schema}.ready_tombstones t
+                          WHERE t.slot = e.slot AND t.job_id = e.job_id AND t.lane_seq = e.lane_seq)
+                 ORDER BY e.lane_seq
                  LIMIT p_limit) r
     ),
     aged AS (
@@ -294,7 +311,6 @@ BEGIN
                                                 / extract(epoch FROM p_aging)) END)
                    OVER (PARTITION BY c.priority, c.shard ORDER BY c.lane_seq) AS effective
           FROM cand c
-         WHERE NOT c.dead
     ),
     ranked AS (
         SELECT a.*, row_number() OVER w AS rn,
@@ -316,12 +332,24 @@ BEGIN
           FROM chosen r WHERE NOT r.take
          GROUP BY r.priority, r.shard
     ),
+    -- Per locked lane: past what was taken when something was left; to
+    -- the frontier when the lane is exhausted (fewer live entries than the
+    -- limit, none at all included); else past the last entry read.
+    per_lane AS (
+        SELECT l.priority, l.shard, count(c.lane_seq) AS n, max(c.lane_seq) AS last_seq,
+               max(c.lane_seq) FILTER (WHERE fl.seq IS NOT NULL AND c.lane_seq < fl.seq) AS before_left,
+               bool_or(fl.seq IS NOT NULL) AS cut
+          FROM lanes l
+          LEFT JOIN cand c ON c.priority = l.priority AND c.shard = l.shard
+          LEFT JOIN first_left fl ON fl.priority = l.priority AND fl.shard = l.shard
+         GROUP BY l.priority, l.shard
+    ),
     new_heads AS (
-        SELECT c.priority, c.shard, max(c.lane_seq) AS head
-          FROM cand c
-          LEFT JOIN first_left fl ON fl.priority = c.priority AND fl.shard = c.shard
-         WHERE fl.seq IS NULL OR c.lane_seq < fl.seq
-         GROUP BY c.priority, c.shard
+        SELECT p.priority, p.shard,
+               CASE WHEN p.cut THEN p.before_left
+                    WHEN p.n < p_limit THEN v_frontier
+                    ELSE p.last_seq END AS head
+          FROM per_lane p
     ),
     moved AS (
         UPDATE {schema}.lane_heads h

@@ -39,4 +39,11 @@ pub(crate) const STEPS: &[(i32, &str, &str)] = &[
             "../../migrations/0004_rate_limits_global_concurrency_trace_context_producer.sql"
         ),
     ),
+    (
+        5,
+        "claim skips tombstoned entries and moves an exhausted lane head to the frontier",
+        include_str!(
+            "../../migrations/0005_claim_skips_tombstoned_entries_and_moves_an_exhausted_lane_head_to_the_frontier.sql"
+        ),
+    ),
 ];

@@ -101,10 +101,10 @@ impl Pg {
 
     /// Claim up to `want` jobs (at most `limit` per call); what each call
     /// that took any job returned (one claim batch each). Claims are
-    /// retried: the frontier also waits for other sessions' transactions on
-    /// the cluster, and a call stops early at tombstoned entries. With a late
-    /// writer open (`patient` false) an empty answer is final: the frontier
-    /// may rightly wait for the writer.
+    /// retried while they take nothing (the frontier may wait for other
+    /// sessions' transactions on the cluster). With a late writer open
+    /// (`patient` false) an empty answer is final: the frontier may rightly
+    /// wait for the writer.
     async fn claim(
         &mut self,
         want: usize,
@@ -276,6 +276,14 @@ impl Pg {
                     expected.to_vec(),
                     got,
                 )?;
+                // With no writer open, the first call that takes anything
+                // takes everything claimable: tombstoned entries (cancelled
+                // jobs, relocated jobs' old copies) never use up a call's
+                // limit, which a worker relies on to go idle on a short
+                // claim.
+                if patient && !want.is_empty() {
+                    same("claim calls that took jobs", 1, calls.len())?;
+                }
                 // One batch per claim call that took any job: the model
                 // follows PostgreSQL's split into calls.
                 for call in calls {

@@ -609,3 +609,109 @@ async fn a_failure_stays_readable_for_its_retention_while_the_ring_turns() {
         .unwrap();
     assert_eq!(stats["bad"]["failed"], failures as i64);
 }
+
+/// One claim of the execution plane, with a settled frontier (nothing else
+/// runs in these tests): what a worker's claim of `limit` gets.
+async fn claim_once(pool: &PgPool, q: &str, limit: i32) -> Vec<ClaimedJob> {
+    let mut conn = pool.acquire().await.unwrap();
+    PgExecPlane::new(schema())
+        .claim(
+            &mut conn,
+            &QueueName::new(q).unwrap(),
+            limit,
+            &mut awa_exec::Frontier::default(),
+            None,
+        )
+        .await
+        .unwrap()
+}
+
+/// A worker takes a claim of fewer jobs than it asked for to mean the
+/// queue is drained, and waits for a notification or its poll interval.
+/// Relocation leaves a tombstoned copy of each job it moves until the old
+/// slot is reclaimed, and a job moved again meanwhile leaves another: those
+/// copies must not use up the claim's limit, or a backlog drains a few jobs
+/// per poll (a hundred thousand jobs under 200 ms rotation ran at 250 a
+/// second, four copies per job at the head).
+#[tokio::test]
+async fn tombstoned_copies_of_relocated_jobs_do_not_shorten_a_claim() {
+    let (_db, pool) = setup().await;
+    let ids = enqueue(&pool, "held", 20).await;
+    // Rotate, then move every job out of the slot it is in, three times:
+    // each job has three tombstoned copies and one live one.
+    for _ in 0..3 {
+        let from = count(
+            &pool,
+            "SELECT DISTINCT e.slot::bigint FROM awa.ready_entries e \
+              WHERE e.queue = 'held' AND NOT EXISTS (SELECT 1 FROM awa.ready_tombstones t \
+                     WHERE t.slot = e.slot AND t.job_id = e.job_id AND t.lane_seq = e.lane_seq)",
+        )
+        .await;
+        // A slot holding only relocated copies is not worth sealing: give
+        // the ring something new to rotate for.
+        enqueue(&pool, "other", 1).await;
+        let mut conn = pool.acquire().await.unwrap();
+        assert!(matches!(
+            rings()
+                .rotate(&mut conn, Ring::Queue, "test")
+                .await
+                .unwrap(),
+            RotateOutcome::Rotated { .. }
+        ));
+        let moved = count(
+            &pool,
+            &format!("SELECT awa.ready_relocate({from}, 1000)::bigint"),
+        )
+        .await;
+        assert!(moved >= 20, "moved {moved}");
+    }
+    let copies = count(
+        &pool,
+        "SELECT count(*) FROM awa.ready_entries e JOIN awa.ready_tombstones t \
+           ON t.slot = e.slot AND t.job_id = e.job_id AND t.lane_seq = e.lane_seq \
+         WHERE e.queue = 'held'",
+    )
+    .await;
+    assert_eq!(copies, 60, "three tombstoned copies per job");
+    let got = claim_once(&pool, "held", 20).await;
+    let order: Vec<JobId> = got.iter().map(|j| j.token.job_id).collect();
+    assert_eq!(order, ids, "one claim of 20 takes all 20, in order");
+}
+
+/// The same for cancelled jobs: a claim of 10 behind 30 cancelled jobs
+/// takes the 10 after them, and a lane whose only entries past its head
+/// are cancelled has its head moved past them (else every claim would
+/// find "work" there and read it again).
+#[tokio::test]
+async fn cancelled_jobs_at_the_head_do_not_shorten_a_claim() {
+    let (_db, pool) = setup().await;
+    let ids = enqueue(&pool, "c", 40).await;
+    let plane = PgExecPlane::new(schema());
+    let mut conn = pool.acquire().await.unwrap();
+    for id in &ids[..30] {
+        assert_eq!(
+            plane.cancel_job(&mut conn, *id).await.unwrap().as_deref(),
+            Some("available")
+        );
+    }
+    drop(conn);
+    let got = claim_once(&pool, "c", 10).await;
+    let order: Vec<JobId> = got.iter().map(|j| j.token.job_id).collect();
+    assert_eq!(order, ids[30..], "the ten live jobs, in one claim");
+
+    let more = enqueue(&pool, "c", 5).await;
+    let mut conn = pool.acquire().await.unwrap();
+    for id in &more {
+        plane.cancel_job(&mut conn, *id).await.unwrap();
+    }
+    drop(conn);
+    assert!(claim_once(&pool, "c", 10).await.is_empty());
+    let behind = count(
+        &pool,
+        "SELECT count(*) FROM awa.ready_entries e JOIN awa.lane_heads h \
+           ON h.queue = e.queue AND h.priority = e.priority AND h.shard = e.shard \
+         WHERE e.queue = 'c' AND e.lane_seq > h.head_seq",
+    )
+    .await;
+    assert_eq!(behind, 0, "the head passed the cancelled tail");
+}

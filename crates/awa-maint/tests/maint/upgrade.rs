@@ -27,6 +27,10 @@ const RELEASED: &[(i32, &str)] = &[
         4,
         "4f0702eb1b145a61c1c57177fb98a1fffcd79bbebec1a14a2a0edad3d230e12a",
     ),
+    (
+        5,
+        "831272e0400aedccadd5fcdbc6afaad4031a465eb05ec7366e526e7b123500bb",
+    ),
 ];
 
 #[test]
