@@ -43,6 +43,14 @@ async fn finish(pool: &PgPool, jobs: &[ClaimedJob], how: Finish) -> Vec<bool> {
         .collect()
 }
 
+async fn rotate_queue(pool: &PgPool) -> RotateOutcome {
+    let mut conn = pool.acquire().await.unwrap();
+    rings()
+        .rotate(&mut conn, Ring::Queue, "test")
+        .await
+        .unwrap()
+}
+
 async fn prune(pool: &PgPool, ring: Ring, rotate_interval: Duration) -> PruneOutcome {
     let mut conn = pool.acquire().await.unwrap();
     rings()
@@ -373,12 +381,8 @@ async fn terminal_history_is_kept_for_its_retention() {
     // Seal the slot; move the ring a few times.
     for _ in 0..3 {
         busy_round(&pool, 1).await;
-        let mut conn = pool.acquire().await.unwrap();
         assert!(matches!(
-            rings()
-                .rotate(&mut conn, Ring::Queue, "test")
-                .await
-                .unwrap(),
+            rotate_queue(&pool).await,
             RotateOutcome::Rotated { .. }
         ));
     }
@@ -650,12 +654,8 @@ async fn tombstoned_copies_of_relocated_jobs_do_not_shorten_a_claim() {
         // A slot holding only relocated copies is not worth sealing: give
         // the ring something new to rotate for.
         enqueue(&pool, "other", 1).await;
-        let mut conn = pool.acquire().await.unwrap();
         assert!(matches!(
-            rings()
-                .rotate(&mut conn, Ring::Queue, "test")
-                .await
-                .unwrap(),
+            rotate_queue(&pool).await,
             RotateOutcome::Rotated { .. }
         ));
         let moved = count(
