@@ -538,8 +538,15 @@ async fn a_failure_stays_readable_for_its_retention_while_the_ring_turns() {
         busy_round(&pool, 20).await;
         failures += fail_jobs(&pool, "bad", 2).await.len();
         maintain(&pool).await;
-        // The leader's failure_retention pass.
+        // The leader's failure_retention pass. It deletes what expired by
+        // its own start; a failure that expires after that is the next
+        // pass's, so "outlived its retention" is judged at that instant
+        // (judged at a later now(), a failure expiring in between counted).
         let mut conn = pool.acquire().await.unwrap();
+        let pass_at: chrono::DateTime<chrono::Utc> = sqlx::query_scalar("SELECT now()")
+            .fetch_one(&mut *conn)
+            .await
+            .unwrap();
         while history.prune_failures(&mut conn, 5000).await.unwrap() == 5000 {}
 
         // Bounded: the rings hold what they hold with nothing pinned, and
@@ -554,12 +561,14 @@ async fn a_failure_stays_readable_for_its_retention_while_the_ring_turns() {
             ready <= BOUND && ring_facts <= BOUND,
             "round {round}: {ready} ready, {ring_facts} done rows"
         );
-        let expired = count(
-            &pool,
+        let expired: i64 = sqlx::query_scalar(
             "SELECT count(*) FROM awa.failure_entries f, awa.substrate_info i
-              WHERE f.finalized_at < now() - i.failure_retention",
+              WHERE f.finalized_at < $1 - i.failure_retention",
         )
-        .await;
+        .bind(pass_at)
+        .fetch_one(&pool)
+        .await
+        .unwrap();
         assert_eq!(
             expired, 0,
             "round {round}: a failure outlived its retention"
