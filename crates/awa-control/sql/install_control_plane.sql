@@ -69,12 +69,21 @@ BEGIN
     -- lost race; any other insert fails). (A trigger's function needs no
     -- EXECUTE grant to fire, and the runtime role, not owning the table,
     -- cannot disable it.)
+    --
+    -- Racing rotators: under READ COMMITTED each statement below reads a
+    -- newer snapshot. A rival that commits this very generation after the
+    -- first "taken?" question makes the later ones fail (its row makes the
+    -- old current slot look stale, "nothing new to seal"). So a refusal is
+    -- raised only after asking "taken?" again: a refusal seen after the
+    -- rival's commit is followed by a question that sees it, and the row
+    -- goes on to the primary key, which settles the race.
     EXECUTE format($ddl$
         CREATE OR REPLACE FUNCTION %1$I.ring_ledger_chain_check() RETURNS trigger
         LANGUAGE plpgsql AS $trg$
         DECLARE
-            v_prev  integer;
-            v_slots integer;
+            v_prev    integer;
+            v_slots   integer;
+            v_refusal text;
         BEGIN
             IF EXISTS (SELECT 1 FROM %1$I.ring_ledger l
                         WHERE l.ring = NEW.ring AND l.generation = NEW.generation) THEN
@@ -87,32 +96,26 @@ BEGIN
                                  ELSE i.claim_slot_count END
               INTO v_slots FROM %1$I.substrate_info i;
             IF v_prev IS NULL OR v_slots IS NULL OR NEW.slot <> (v_prev + 1) %% v_slots THEN
-                RAISE EXCEPTION 'ring_ledger: %% generation %% must follow generation %% in the next slot',
-                                NEW.ring, NEW.generation, NEW.generation - 1
-                      USING ERRCODE = 'check_violation',
-                            HINT = 'Rings move only through ring_rotate.';
-            END IF;
-            IF NEW.rotated_at IS DISTINCT FROM now() THEN
-                RAISE EXCEPTION 'ring_ledger: %% generation %% must be dated now (%%), not %%',
-                                NEW.ring, NEW.generation, now(), NEW.rotated_at
-                      USING ERRCODE = 'check_violation',
-                            HINT = 'Rings move only through ring_rotate.';
-            END IF;
-            IF NOT %1$I.ring_slot_fresh(NEW.ring, v_prev) THEN
-                RAISE EXCEPTION 'ring_ledger: %% slot %% holds nothing new to seal',
-                                NEW.ring, v_prev
-                      USING ERRCODE = 'check_violation',
-                            HINT = 'Rings move only through ring_rotate.';
-            END IF;
-            IF NOT %1$I.ring_slot_empty(NEW.ring, NEW.slot)
+                v_refusal := format('%%s generation %%s must follow generation %%s in the next slot',
+                                    NEW.ring, NEW.generation, NEW.generation - 1);
+            ELSIF NEW.rotated_at IS DISTINCT FROM now() THEN
+                v_refusal := format('%%s generation %%s must be dated now (%%s), not %%s',
+                                    NEW.ring, NEW.generation, now(), NEW.rotated_at);
+            ELSIF NOT %1$I.ring_slot_fresh(NEW.ring, v_prev) THEN
+                v_refusal := format('%%s slot %%s holds nothing new to seal', NEW.ring, v_prev);
+            ELSIF NOT %1$I.ring_slot_empty(NEW.ring, NEW.slot)
                OR EXISTS (SELECT 1 FROM %1$I.ring_retirements x
                            WHERE x.ring = NEW.ring AND x.slot = NEW.slot) THEN
-                RAISE EXCEPTION 'ring_ledger: %% slot %% still holds rows or awaits truncation',
-                                NEW.ring, NEW.slot
-                      USING ERRCODE = 'check_violation',
-                            HINT = 'Rings move only through ring_rotate.';
+                v_refusal := format('%%s slot %%s still holds rows or awaits truncation',
+                                    NEW.ring, NEW.slot);
             END IF;
-            RETURN NEW;
+            IF v_refusal IS NULL OR EXISTS (SELECT 1 FROM %1$I.ring_ledger l
+                                             WHERE l.ring = NEW.ring AND l.generation = NEW.generation) THEN
+                RETURN NEW;
+            END IF;
+            RAISE EXCEPTION 'ring_ledger: %%', v_refusal
+                  USING ERRCODE = 'check_violation',
+                        HINT = 'Rings move only through ring_rotate.';
         END
         $trg$$ddl$, p_schema);
     EXECUTE format($ddl$

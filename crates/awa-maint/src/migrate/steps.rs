@@ -46,4 +46,11 @@ pub(crate) const STEPS: &[(i32, &str, &str)] = &[
             "../../migrations/0005_claim_skips_tombstoned_entries_and_moves_an_exhausted_lane_head_to_the_frontier.sql"
         ),
     ),
+    (
+        6,
+        "a rotator losing a race in the ledger chain check reports lost race",
+        include_str!(
+            "../../migrations/0006_a_rotator_losing_a_race_in_the_ledger_chain_check_reports_lost_race.sql"
+        ),
+    ),
 ];

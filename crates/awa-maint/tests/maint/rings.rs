@@ -270,6 +270,104 @@ async fn racing_rotators_only_one_wins() {
     );
 }
 
+/// Wait until `pid` waits on a heavyweight lock.
+async fn until_waiting_on_a_lock(pool: &PgPool, pid: i32) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let waiting: bool = sqlx::query_scalar(
+            "SELECT coalesce(bool_or(wait_event_type = 'Lock'), false) \
+               FROM pg_stat_activity WHERE pid = $1",
+        )
+        .bind(pid)
+        .fetch_one(pool)
+        .await
+        .unwrap();
+        if waiting {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "backend {pid} never waited on a lock"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+async fn backend_pid(conn: &mut PgConnection) -> i32 {
+    sqlx::query_scalar("SELECT pg_backend_pid()")
+        .fetch_one(conn)
+        .await
+        .unwrap()
+}
+
+/// The race behind `racing_rotators_only_one_wins`, made deterministic: the
+/// losing rotator's ledger insert checks the chain statement by statement,
+/// and the winner commits between its "is this generation taken?" and its
+/// "does the current slot hold anything new?". The second question then
+/// reads the winner's row and says no. That is a lost race (the primary
+/// key's conflict), not a bogus link: the insert must write nothing and
+/// raise nothing. The loser is paused inside its check by a queued lock on
+/// `substrate_info`, which the check reads between the two questions.
+#[tokio::test]
+async fn a_rival_committing_during_the_chain_check_is_a_lost_race() {
+    let (db, pool) = setup().await;
+    enqueue(&pool, "race", 1).await;
+
+    // The winner rotates and holds its transaction open.
+    let mut winner = PgConnection::connect(db.url()).await.unwrap();
+    sqlx::query("BEGIN").execute(&mut winner).await.unwrap();
+    let won = rings()
+        .rotate(&mut winner, Ring::Queue, "winner")
+        .await
+        .unwrap();
+    assert!(matches!(won, RotateOutcome::Rotated { .. }), "{won:?}");
+
+    // A lock request queued behind the winner's read of substrate_info.
+    let mut gate = PgConnection::connect(db.url()).await.unwrap();
+    let gate_pid = backend_pid(&mut gate).await;
+    let gate_task = tokio::spawn(async move {
+        sqlx::query("BEGIN").execute(&mut gate).await.unwrap();
+        sqlx::query("LOCK TABLE awa.substrate_info IN ACCESS EXCLUSIVE MODE")
+            .execute(&mut gate)
+            .await
+            .unwrap();
+        sqlx::query("COMMIT").execute(&mut gate).await.unwrap();
+    });
+    until_waiting_on_a_lock(&pool, gate_pid).await;
+
+    // The loser writes what ring_rotate writes for the same generation; its
+    // check passes "not taken yet" and queues behind the gate.
+    let mut loser = PgConnection::connect(db.url()).await.unwrap();
+    let loser_pid = backend_pid(&mut loser).await;
+    let loser_task = tokio::spawn(async move {
+        sqlx::query(
+            "INSERT INTO awa.ring_ledger (ring, generation, slot, rotated_by) \
+             VALUES ('queue', 1, 1, 'loser') ON CONFLICT DO NOTHING",
+        )
+        .execute(&mut loser)
+        .await
+        .map(|r| r.rows_affected())
+    });
+    until_waiting_on_a_lock(&pool, loser_pid).await;
+
+    sqlx::query("COMMIT").execute(&mut winner).await.unwrap();
+    gate_task.await.unwrap();
+    let inserted = loser_task.await.unwrap();
+    assert_eq!(
+        inserted.map_err(|e| e.to_string()),
+        Ok(0),
+        "the loser of a race for a generation writes nothing and raises nothing"
+    );
+    assert_eq!(
+        count(
+            &pool,
+            "SELECT count(*) FROM awa.ring_ledger WHERE ring = 'queue' AND rotated_by = 'winner'"
+        )
+        .await,
+        1
+    );
+}
+
 #[tokio::test]
 async fn no_in_flight_surprise_a_late_writer_blocks_truncation() {
     let (db, pool) = setup().await;

@@ -31,6 +31,10 @@ const RELEASED: &[(i32, &str)] = &[
         5,
         "831272e0400aedccadd5fcdbc6afaad4031a465eb05ec7366e526e7b123500bb",
     ),
+    (
+        6,
+        "8073435e3951cafaf73e209638ad7cbaf98a132d6dbbde936e68615c6f98ac60",
+    ),
 ];
 
 #[test]
