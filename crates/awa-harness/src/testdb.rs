@@ -129,6 +129,28 @@ impl TestDb {
                 other => break other,
             }
         };
+        // Every session on a test database runs with `jit = off`, as every
+        // session Awa opens itself does (`awa_core::conninfo`). With JIT on,
+        // PostgreSQL JIT-compiles reads of the read views over
+        // never-analyzed ring partitions: seconds of server CPU per read of
+        // `jobs`, even on an empty database (measured: one page of
+        // `/api/jobs`, 8.9 s with JIT, milliseconds without). Tests stand in
+        // for Awa's sessions with their own (the admin server on a test
+        // pool, checks reading `jobs`); with JIT they were the suite's
+        // slowest and starved their neighbours, and a `DROP DATABASE ..
+        // WITH (FORCE)` waited for backends deep in LLVM. (A database's
+        // settings are not copied from its template, hence here.)
+        let result = match result {
+            Ok(()) => {
+                exec(
+                    &mut conn,
+                    format!("alter database {} set jit = off", quote_ident(&name)),
+                    "configuring a test database",
+                )
+                .await
+            }
+            err => err,
+        };
         close_quietly(conn).await;
         result?;
         let url = server.url_for(&name);
