@@ -9,11 +9,8 @@ use crate::InvalidInput;
 use std::fmt;
 
 /// A job's id, unique within a substrate.
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, sqlx::Type,
-)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
 #[serde(transparent)]
-#[sqlx(transparent)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct JobId(pub i64);
 
@@ -24,11 +21,8 @@ impl fmt::Display for JobId {
 }
 
 /// Incremented on every claim of a job; names one attempt uniquely.
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, sqlx::Type,
-)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
 #[serde(transparent)]
-#[sqlx(transparent)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct RunLease(pub i64);
 
@@ -37,6 +31,68 @@ impl fmt::Display for RunLease {
         self.0.fmt(f)
     }
 }
+
+/// A newtype over `i64` that is `i64` to sqlx: bound, decoded and put in
+/// arrays as its number. Written out rather than derived: sqlx's derives
+/// need its `derive` feature, whose proc-macro crate compiles a second,
+/// host copy of sqlx-postgres, tokio, OpenSSL and more (about 100 s of CPU
+/// in every clean build, docs/development.md "Compile once").
+macro_rules! sqlx_transparent_i64 {
+    ($ty:ident) => {
+        impl<DB: sqlx::Database> sqlx::Type<DB> for $ty
+        where
+            i64: sqlx::Type<DB>,
+        {
+            fn type_info() -> DB::TypeInfo {
+                <i64 as sqlx::Type<DB>>::type_info()
+            }
+
+            fn compatible(ty: &DB::TypeInfo) -> bool {
+                <i64 as sqlx::Type<DB>>::compatible(ty)
+            }
+        }
+
+        impl<'q, DB: sqlx::Database> sqlx::Encode<'q, DB> for $ty
+        where
+            i64: sqlx::Encode<'q, DB>,
+        {
+            fn encode_by_ref(
+                &self,
+                buf: &mut <DB as sqlx::Database>::ArgumentBuffer,
+            ) -> Result<sqlx::encode::IsNull, sqlx::error::BoxDynError> {
+                <i64 as sqlx::Encode<'q, DB>>::encode_by_ref(&self.0, buf)
+            }
+
+            fn produces(&self) -> Option<DB::TypeInfo> {
+                <i64 as sqlx::Encode<'q, DB>>::produces(&self.0)
+            }
+
+            fn size_hint(&self) -> usize {
+                <i64 as sqlx::Encode<'q, DB>>::size_hint(&self.0)
+            }
+        }
+
+        impl<'r, DB: sqlx::Database> sqlx::Decode<'r, DB> for $ty
+        where
+            i64: sqlx::Decode<'r, DB>,
+        {
+            fn decode(
+                value: <DB as sqlx::Database>::ValueRef<'r>,
+            ) -> Result<Self, sqlx::error::BoxDynError> {
+                <i64 as sqlx::Decode<'r, DB>>::decode(value).map($ty)
+            }
+        }
+
+        impl sqlx::postgres::PgHasArrayType for $ty {
+            fn array_type_info() -> sqlx::postgres::PgTypeInfo {
+                <i64 as sqlx::postgres::PgHasArrayType>::array_type_info()
+            }
+        }
+    };
+}
+
+sqlx_transparent_i64!(JobId);
+sqlx_transparent_i64!(RunLease);
 
 /// The attempt number; the first run of a job is attempt 1.
 pub type Attempt = i32;

@@ -80,7 +80,7 @@ async fn reference_enqueue(conn: &mut PgConnection, jobs: &[NewJob]) -> Vec<Enqu
         .collect()
 }
 
-#[derive(Debug, PartialEq, sqlx::FromRow)]
+#[derive(Debug, PartialEq)]
 struct EntryRow {
     slot: i32,
     queue: String,
@@ -95,6 +95,29 @@ struct EntryRow {
     run_lease: i64,
     unique_key: Option<String>,
     metadata: Option<serde_json::Value>,
+}
+
+// By hand: sqlx's FromRow derive needs its `derive` feature (a host copy of
+// sqlx-postgres and more to compile; docs/development.md "Compile once").
+impl<'r> sqlx::FromRow<'r, sqlx::postgres::PgRow> for EntryRow {
+    fn from_row(row: &'r sqlx::postgres::PgRow) -> Result<Self, sqlx::Error> {
+        use sqlx::Row as _;
+        Ok(Self {
+            slot: row.try_get("slot")?,
+            queue: row.try_get("queue")?,
+            priority: row.try_get("priority")?,
+            shard: row.try_get("shard")?,
+            lane_seq: row.try_get("lane_seq")?,
+            job_id: row.try_get("job_id")?,
+            kind: row.try_get("kind")?,
+            args: row.try_get("args")?,
+            attempt: row.try_get("attempt")?,
+            max_attempts: row.try_get("max_attempts")?,
+            run_lease: row.try_get("run_lease")?,
+            unique_key: row.try_get("unique_key")?,
+            metadata: row.try_get("metadata")?,
+        })
+    }
 }
 
 /// Every column of ready_entries but the two timestamps, in lane order,

@@ -100,7 +100,7 @@ struct Counters {
 }
 
 /// A job the baseline claimed.
-#[derive(Debug, sqlx::FromRow)]
+#[derive(Debug)]
 struct Claimed {
     id: i64,
     attempt: i32,
@@ -109,6 +109,21 @@ struct Claimed {
     #[allow(dead_code)]
     args: serde_json::Value,
     run_at: DateTime<Utc>,
+}
+
+// By hand: sqlx's FromRow derive needs its `derive` feature (a host copy of
+// sqlx-postgres and more to compile; docs/development.md "Compile once").
+impl<'r> sqlx::FromRow<'r, sqlx::postgres::PgRow> for Claimed {
+    fn from_row(row: &'r sqlx::postgres::PgRow) -> Result<Self, sqlx::Error> {
+        use sqlx::Row as _;
+        Ok(Self {
+            id: row.try_get("id")?,
+            attempt: row.try_get("attempt")?,
+            kind: row.try_get("kind")?,
+            args: row.try_get("args")?,
+            run_at: row.try_get("run_at")?,
+        })
+    }
 }
 
 /// Baseline workers, started like [`crate::fleet::Fleet`]; stop with
