@@ -139,6 +139,11 @@ pub fn build_wheel(venv: &Path, release: bool) -> Result<PathBuf, BoxError> {
     maturin.args(["build", "--quiet"]);
     if release {
         maturin.arg("--release");
+    } else {
+        // A debug wheel is for the suites: its dependencies built with the
+        // Rust suite's features are the suite's own builds, so only PyO3
+        // and the extension itself compile here (crates/awa-python/Cargo.toml).
+        maturin.args(["--features", "suite-build"]);
     }
     run(
         "maturin build",
