@@ -83,6 +83,12 @@ pub struct AppState {
 
 impl AppState {
     /// `metrics`: served at `/metrics` (with the database gauges) when set.
+    ///
+    /// The pool's sessions should run with `jit = off`, as every pool Awa
+    /// opens does (`awa_core::conninfo`; or a pool built with
+    /// `PgConnectOptions::options([("jit", "off")])`): with JIT on,
+    /// PostgreSQL JIT-compiles the job list's read of the `jobs` view over
+    /// never-analyzed ring partitions, seconds of server CPU per page.
     pub fn new(pool: sqlx::PgPool, config: AdminConfig, metrics: Option<metrics::Metrics>) -> Self {
         Self {
             pool,
