@@ -18,11 +18,19 @@
 -- run_at and unique key: ids and keys are database-wide (awa.job_id_seq,
 -- awa.job_uniques), so nothing about the key changes. Attempt records
 -- (ADR 11) move with the job.
+--
+-- The two tables move alike: one statement per table, with the columns
+-- read from the catalog (this substrate's table; the other substrate's
+-- has the same columns, both made by the same installer and migrations),
+-- so a column added to either table moves without a change here.
 CREATE OR REPLACE FUNCTION {schema}.storage_transfer_in(p_from text, p_limit integer)
 RETURNS integer LANGUAGE plpgsql AS $fn$
 DECLARE
-    v_deferred integer;
-    v_dead     integer;
+    v_table text;
+    v_order text;
+    v_cols  text;
+    v_rows  integer;
+    v_moved integer := 0;
 BEGIN
     IF p_limit IS NULL OR p_limit NOT BETWEEN 1 AND 10000 THEN
         RAISE EXCEPTION 'storage_transfer_in: limit must be 1 to 10000 (got %)', coalesce(p_limit::text, 'NULL')
@@ -41,34 +49,25 @@ BEGIN
             USING ERRCODE = 'invalid_schema_name',
                   HINT = 'Name a prepared substrate (awa storage status lists them).';
     END IF;
-    EXECUTE format($q$
-        WITH moved AS (
-            DELETE FROM %1$I.deferred_jobs d
-             WHERE d.job_id IN (SELECT x.job_id FROM %1$I.deferred_jobs x
-                                 ORDER BY x.run_at LIMIT $1 FOR UPDATE SKIP LOCKED)
-            RETURNING d.job_id, d.queue, d.priority, d.kind, d.args, d.attempt, d.max_attempts,
-                      d.run_lease, d.run_at, d.reason, d.created_at, d.unique_key, d.metadata,
-                      d.last_error, d.attempts
-        )
-        INSERT INTO {schema}.deferred_jobs
-            (job_id, queue, priority, kind, args, attempt, max_attempts, run_lease, run_at,
-             reason, created_at, unique_key, metadata, last_error, attempts)
-        SELECT * FROM moved$q$, p_from) USING p_limit;
-    GET DIAGNOSTICS v_deferred = ROW_COUNT;
-    EXECUTE format($q$
-        WITH moved AS (
-            DELETE FROM %1$I.dlq_entries d
-             WHERE d.job_id IN (SELECT x.job_id FROM %1$I.dlq_entries x
-                                 ORDER BY x.dead_at LIMIT $1 FOR UPDATE SKIP LOCKED)
-            RETURNING d.job_id, d.queue, d.priority, d.kind, d.args, d.attempt, d.max_attempts,
-                      d.run_lease, d.created_at, d.dead_at, d.last_error, d.metadata, d.unique_key,
-                      d.attempts
-        )
-        INSERT INTO {schema}.dlq_entries
-            (job_id, queue, priority, kind, args, attempt, max_attempts, run_lease, created_at,
-             dead_at, last_error, metadata, unique_key, attempts)
-        SELECT * FROM moved$q$, p_from) USING p_limit;
-    GET DIAGNOSTICS v_dead = ROW_COUNT;
-    RETURN v_deferred + v_dead;
+    -- Oldest first: deferred jobs by when they run, dead letters by when
+    -- they died.
+    FOR v_table, v_order IN VALUES ('deferred_jobs', 'run_at'), ('dlq_entries', 'dead_at') LOOP
+        SELECT string_agg(quote_ident(a.attname), ', ' ORDER BY a.attnum) INTO v_cols
+          FROM pg_catalog.pg_attribute a
+         WHERE a.attrelid = format('{schema}.%I', v_table)::regclass
+           AND a.attnum > 0 AND NOT a.attisdropped;
+        EXECUTE format($q$
+            WITH moved AS (
+                DELETE FROM %1$I.%2$I d
+                 WHERE d.job_id IN (SELECT x.job_id FROM %1$I.%2$I x
+                                     ORDER BY x.%3$I LIMIT $1 FOR UPDATE SKIP LOCKED)
+                RETURNING %4$s
+            )
+            INSERT INTO {schema}.%2$I (%4$s)
+            SELECT %4$s FROM moved$q$, p_from, v_table, v_order, v_cols) USING p_limit;
+        GET DIAGNOSTICS v_rows = ROW_COUNT;
+        v_moved := v_moved + v_rows;
+    END LOOP;
+    RETURN v_moved;
 END
 $fn$;

@@ -493,3 +493,102 @@ async fn finalize_waits_for_a_live_runtime_that_has_not_registered_the_target() 
         .unwrap();
     transition::finalize(&mut conn).await.unwrap();
 }
+
+/// storage_transfer_in copies each table by the columns the catalog lists,
+/// so every column, the optional ones included, must arrive unchanged: a
+/// column the move forgot would come through as NULL here.
+#[tokio::test]
+async fn a_transfer_moves_every_column_of_deferred_jobs_and_dead_letters_unchanged() {
+    let (_db, mut conn) = setup().await;
+    let (later, _) = enqueue(&mut conn, 2, Some("later"), Some("2100-01-01T00:00:00Z")).await;
+    sqlx::query(
+        "UPDATE awa.deferred_jobs
+            SET metadata = '{\"m\": 1}', last_error = 'earlier failure',
+                attempts = '[{\"attempt\": 1, \"error\": \"x\"}]', attempt = 1
+          WHERE job_id = $1",
+    )
+    .bind(later)
+    .execute(&mut conn)
+    .await
+    .unwrap();
+    let dead: i64 = sqlx::query_scalar(
+        "INSERT INTO awa.dlq_entries (job_id, queue, priority, kind, args, attempt, max_attempts,
+                                      run_lease, created_at, last_error, metadata, unique_key, attempts)
+         VALUES (nextval('awa.job_id_seq'), 'q', 2, 'k', '{\"a\": [1]}', 3, 3, 3, now() - interval '1 hour',
+                 'boom', '{\"trace\": \"t\"}', 'dead-key', '[{\"attempt\": 3}]')
+         RETURNING job_id",
+    )
+    .fetch_one(&mut conn)
+    .await
+    .unwrap();
+    // Every column set: the comparison below would not notice a column
+    // lost as NULL if it were NULL to begin with.
+    let mut before = Vec::new();
+    for (table, id) in [("deferred_jobs", later), ("dlq_entries", dead)] {
+        let v = row_json(&mut conn, "awa", table, id)
+            .await
+            .expect("the row");
+        let nulls: Vec<&String> = v
+            .as_object()
+            .unwrap()
+            .iter()
+            .filter(|(_, x)| x.is_null())
+            .map(|(k, _)| k)
+            .collect();
+        assert!(
+            nulls.is_empty(),
+            "{table}: set every column, {nulls:?} are NULL"
+        );
+        before.push(v);
+    }
+
+    transition::prepare(&mut conn, &s("next")).await.unwrap();
+    transition::enter_mixed(&mut conn).await.unwrap();
+    let moved: i32 = sqlx::query_scalar("SELECT next.storage_transfer_in('awa', 100)")
+        .fetch_one(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(moved, 2);
+    for ((table, id), want) in [("deferred_jobs", later), ("dlq_entries", dead)]
+        .into_iter()
+        .zip(before)
+    {
+        let got = row_json(&mut conn, "next", table, id).await;
+        assert_eq!(got, Some(want), "{table} row changed in the move");
+        assert_eq!(
+            row_json(&mut conn, "awa", table, id).await,
+            None,
+            "{table}: the old copy is deleted in the same statement"
+        );
+    }
+}
+
+/// One row of `schema.table` as JSON, by job id.
+async fn row_json(
+    conn: &mut PgConnection,
+    schema: &str,
+    table: &str,
+    id: i64,
+) -> Option<serde_json::Value> {
+    let sql = match (schema, table) {
+        ("awa", "deferred_jobs") => {
+            "SELECT to_jsonb(t)::text FROM awa.deferred_jobs t WHERE job_id = $1"
+        }
+        ("awa", "dlq_entries") => {
+            "SELECT to_jsonb(t)::text FROM awa.dlq_entries t WHERE job_id = $1"
+        }
+        ("next", "deferred_jobs") => {
+            "SELECT to_jsonb(t)::text FROM next.deferred_jobs t WHERE job_id = $1"
+        }
+        ("next", "dlq_entries") => {
+            "SELECT to_jsonb(t)::text FROM next.dlq_entries t WHERE job_id = $1"
+        }
+        other => panic!("no query for {other:?}"),
+    };
+    let text: Option<String> = sqlx::query_scalar(sql)
+        .bind(id)
+        .fetch_optional(conn)
+        .await
+        .unwrap();
+    text.map(|t| serde_json::from_str(&t).unwrap())
+}

@@ -53,4 +53,11 @@ pub(crate) const STEPS: &[(i32, &str, &str)] = &[
             "../../migrations/0006_a_rotator_losing_a_race_in_the_ledger_chain_check_reports_lost_race.sql"
         ),
     ),
+    (
+        7,
+        "storage transfer moves both tables with one statement",
+        include_str!(
+            "../../migrations/0007_storage_transfer_moves_both_tables_with_one_statement.sql"
+        ),
+    ),
 ];

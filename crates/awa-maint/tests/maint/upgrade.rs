@@ -35,6 +35,10 @@ const RELEASED: &[(i32, &str)] = &[
         6,
         "8073435e3951cafaf73e209638ad7cbaf98a132d6dbbde936e68615c6f98ac60",
     ),
+    (
+        7,
+        "a6605484b64f4e2df8c61e5aad47fa2b5a56bda9a9799b214e607d66324e5b87",
+    ),
 ];
 
 #[test]
