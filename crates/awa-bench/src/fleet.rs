@@ -79,6 +79,11 @@ pub struct FleetTotals {
     pub completed: u64,
     pub rejected: u64,
     pub released: u64,
+    /// Claim calls, and those that took nothing.
+    #[serde(default)]
+    pub claim_calls: u64,
+    #[serde(default)]
+    pub empty_claims: u64,
 }
 
 impl Fleet {
@@ -152,6 +157,8 @@ impl Fleet {
             totals.completed += s.completed;
             totals.rejected += s.rejected;
             totals.released += s.released;
+            totals.claim_calls += s.claim_calls;
+            totals.empty_claims += s.empty_claims;
         }
         if let Some(leader) = self.leader {
             leader.await??;

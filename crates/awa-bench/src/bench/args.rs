@@ -52,6 +52,11 @@ pub struct BenchArgs {
     /// hurt most.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=1024))]
     pub(super) drain_concurrency: Option<u16>,
+    /// Workers of the drain (default 1), each with the drain's
+    /// concurrency and its own dispatcher, as replicas of a service are:
+    /// their claims on the one queue meet each other.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=64))]
+    pub(super) drain_workers: Option<u16>,
     /// Connections of the `procs` scenario's producer process, each one
     /// one-job transaction at a time (default: one per 50 jobs/s offered,
     /// 4 to 32). With all of them busy, jobs start late and the offered

@@ -187,7 +187,7 @@ impl BaselineFleet {
             claimed: get(&self.counters.claimed),
             completed: get(&self.counters.completed),
             rejected: get(&self.counters.rejected),
-            released: 0,
+            ..FleetTotals::default()
         })
     }
 }

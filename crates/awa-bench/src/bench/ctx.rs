@@ -21,6 +21,8 @@ pub struct Ctx {
     pub baseline: Option<baseline::Completion>,
     /// `--drain-concurrency`, else the drain's default.
     pub drain_concurrency: Option<usize>,
+    /// `--drain-workers`, else one.
+    pub drain_workers: Option<usize>,
     /// `--procs-connections`, else the procs producer's default.
     pub procs_connections: Option<usize>,
     /// `--explain` and the server has pg_stat_statements loaded: runs that

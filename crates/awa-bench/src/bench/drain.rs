@@ -1,6 +1,6 @@
 //! Scenario `drain`: N no-op jobs enqueued up front (1,000 per call), then
-//! one worker (concurrency 64 or `--drain-concurrency`, default claim batch) completes them as fast
-//! as it can. Also the enqueue+drain cost per job. With scenario
+//! one worker (concurrency 64 or `--drain-concurrency`, default claim batch;
+//! `--drain-workers N` for N of them) completes them as fast as it can. Also the enqueue+drain cost per job. With scenario
 //! `baseline`, the baseline's drain of as many jobs follows ours at once.
 
 use super::Ctx;
@@ -15,7 +15,6 @@ use std::time::{Duration, Instant};
 const JOBS: u64 = 100_000;
 const QUICK_JOBS: u64 = 5_000;
 const PRELOAD_BATCH: u64 = 1_000;
-const WORKERS: usize = 1;
 const CONCURRENCY: usize = 64;
 const STALL: Duration = Duration::from_secs(60);
 
@@ -43,14 +42,22 @@ pub struct DrainReport {
 pub async fn run(ctx: &Ctx) -> Result<(DrainReport, Option<DrainReport>), BoxError> {
     let jobs = if ctx.quick { QUICK_JOBS } else { JOBS };
     let concurrency = ctx.drain_concurrency.unwrap_or(CONCURRENCY);
+    let workers = ctx.drain_workers.unwrap_or(1);
     ctx.say(format!(
-        "\n== drain: {jobs} pre-enqueued no-op jobs, {WORKERS} worker x {concurrency}"
+        "\n== drain: {jobs} pre-enqueued no-op jobs, {workers} worker x {concurrency}"
     ));
-    let ours = run_system(ctx, System::Awa, jobs, concurrency).await?;
+    let ours = run_system(ctx, System::Awa, jobs, workers, concurrency).await?;
     let baseline = match ctx.baseline {
-        Some(completion) => {
-            Some(run_system(ctx, System::Baseline(completion), jobs, concurrency).await?)
-        }
+        Some(completion) => Some(
+            run_system(
+                ctx,
+                System::Baseline(completion),
+                jobs,
+                workers,
+                concurrency,
+            )
+            .await?,
+        ),
         None => None,
     };
     Ok((ours, baseline))
@@ -60,6 +67,7 @@ async fn run_system(
     ctx: &Ctx,
     system: System,
     jobs: u64,
+    workers: usize,
     concurrency: usize,
 ) -> Result<DrainReport, BoxError> {
     let db = ctx.fresh_db(system).await?;
@@ -85,14 +93,15 @@ async fn run_system(
     let s1 = pgstats::settled(ctx, &db).await?;
 
     let claim_batch = awa_exec::worker::WorkerConfig::new(fleet::schema(), Vec::new()).claim_batch;
-    let pool = fleet::pool(db.url(), 8).await?;
+    // Eight connections a worker, as the one worker always had.
+    let pool = fleet::pool(db.url(), 8 * workers as u32).await?;
     let bar = ctx.bar(jobs, "drain");
     let started = Instant::now();
     let fleet_ = system.start(
         &pool,
         &FleetConfig {
             queue,
-            workers: WORKERS,
+            workers,
             concurrency,
             leader: false,
             end_to_end: None,
@@ -128,7 +137,7 @@ async fn run_system(
     let completed = totals.completed;
     let report = DrainReport {
         jobs,
-        workers: WORKERS,
+        workers,
         concurrency,
         claim_batch,
         jobs_per_s: completed.min(jobs) as f64 / seconds,

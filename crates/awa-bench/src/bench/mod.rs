@@ -137,6 +137,7 @@ pub async fn run(args: BenchArgs) -> Result<ExitCode, BoxError> {
             .contains(&Scenario::Baseline)
             .then_some(args.baseline_complete),
         drain_concurrency: args.drain_concurrency.map(usize::from),
+        drain_workers: args.drain_workers.map(usize::from),
         procs_connections: args.procs_connections.map(usize::from),
         statements,
         template_key: format!("awa-migrated-{}", awa_maint::migrate::fingerprint()),

@@ -55,8 +55,13 @@ pub fn print_human(r: &Report) {
     }
     if let Some(d) = &r.ours.drain {
         println!(
-            "\ndrain ({} jobs, {} worker x {}, claim batch {})",
-            d.jobs, d.workers, d.concurrency, d.claim_batch
+            "\ndrain ({} jobs, {} worker x {}, claim batch {}; {} claims, {} took nothing)",
+            d.jobs,
+            d.workers,
+            d.concurrency,
+            d.claim_batch,
+            d.totals.claim_calls,
+            d.totals.empty_claims
         );
         table(&with_cost(&["phase", "jobs/s"]), &drain_rows(d, true));
         functions("drain, server-side functions", &d.drain_cost);

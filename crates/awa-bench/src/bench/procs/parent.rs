@@ -258,8 +258,7 @@ pub async fn run_rate(
             let totals = FleetTotals {
                 claimed: 0,
                 completed: enqueued,
-                rejected: 0,
-                released: 0,
+                ..FleetTotals::default()
             };
             (
                 true,
