@@ -61,6 +61,8 @@ pub struct FleetConfig {
     /// Also record end-to-end latency (`ready_at` to the commit of each
     /// result, through a lifecycle hook).
     pub end_to_end: Option<Arc<EndToEnd>>,
+    /// How long each job's handler waits (zero: a no-op).
+    pub job_time: std::time::Duration,
 }
 
 /// Running workers (and leader candidate); stop with [`Fleet::stop`].
@@ -99,6 +101,7 @@ impl Fleet {
             worker.register_default(NoopHandler {
                 latency: latency.clone(),
                 end_to_end: config.end_to_end.clone(),
+                job_time: config.job_time,
             });
             if let Some(e2e) = config.end_to_end.clone() {
                 // Hooks run only for results whose finish call committed.

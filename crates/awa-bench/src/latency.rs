@@ -126,6 +126,9 @@ impl EndToEnd {
 pub struct NoopHandler {
     pub latency: Arc<LatencyRecorder>,
     pub end_to_end: Option<Arc<EndToEnd>>,
+    /// How long each job waits before it completes (an I/O-bound
+    /// handler); zero for a no-op.
+    pub job_time: std::time::Duration,
 }
 
 #[async_trait]
@@ -134,6 +137,9 @@ impl Handler for NoopHandler {
         self.latency.record_since(ctx.job.ready_at);
         if let Some(e2e) = &self.end_to_end {
             e2e.started(ctx.job.token.job_id.0, ctx.job.ready_at);
+        }
+        if !self.job_time.is_zero() {
+            tokio::time::sleep(self.job_time).await;
         }
         Ok(Outcome::Complete)
     }

@@ -10,9 +10,11 @@
 -- call (NULL on the first); see ready_take. Every returned row carries the
 -- next candidate; a row with job_id NULL carries only that.
 --
--- waiting: work is visible in the queue but the frontier has not settled
--- past it yet; the caller should look again shortly rather than wait for a
--- notification that already came.
+-- waiting: work is visible in the queue that this call could not take
+-- yet: the frontier has not settled past it, the ledger moved, or another
+-- transaction (usually another worker's claim) held one of its lanes. The
+-- caller should look again shortly rather than wait for a notification
+-- that already came, or never comes (a standing backlog).
 --
 -- A paused queue hands out nothing.
 --

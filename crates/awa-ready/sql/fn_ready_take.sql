@@ -13,13 +13,16 @@
 -- what was taken.
 --
 -- Concurrent claimers skip each other: lanes are locked FOR UPDATE SKIP
--- LOCKED, so a lane being claimed by someone else is simply not offered.
+-- LOCKED, so a lane being claimed by someone else is simply not offered;
+-- the returned frontier is then 0 ("Busy lanes" below), so the caller
+-- looks again soon.
 --
 -- Tombstoned entries (cancelled jobs, and the old copies relocation leaves
 -- behind, one per move) are skipped by the scan itself, so they never use
--- up the limit: a call that takes fewer jobs than it was asked for has
--- taken every runnable job up to the frontier, and a worker relies on that
--- to go idle until the next notification. (Counting them once let a
+-- up the limit: a call that takes fewer jobs than it was asked for, and
+-- returns a non-zero frontier, has taken every runnable job up to the
+-- frontier, and a worker relies on that to go idle until the next
+-- notification. (Counting them once let a
 -- backlog whose jobs had each been relocated a few times drain a quarter
 -- of a claim per poll interval.) A lane found exhausted up to the
 -- frontier has its head moved to the frontier, past any tombstoned tail:
@@ -89,6 +92,10 @@ DECLARE
     v_seq      bigint;
     v_xid      xid8;
     v_frontier bigint;
+    v_seen     bigint;    -- the frontier as returned (see "Busy lanes")
+    v_lanes    bigint;    -- the queue's lanes, locked by us or not
+    v_pass     integer;
+    v_timeout  text;      -- the caller's lock_timeout
     v_prios    smallint[];
     v_shards   smallint[];
     v_heads    bigint[];
@@ -193,14 +200,48 @@ BEGIN
     -- itself used a snapshot older than the lock and handed out jobs that
     -- had just been cancelled (claimed and cancelled at once, their unique
     -- key released while they ran).
-    SELECT coalesce(array_agg(l.priority), '{}'), coalesce(array_agg(l.shard), '{}'),
-           coalesce(array_agg(l.head_seq), '{}'), coalesce(array_agg(l.low_gen), '{}')
-      INTO v_prios, v_shards, v_heads, v_lows
-      FROM (SELECT h.priority, h.shard, h.head_seq, h.low_gen
-              FROM {schema}.lane_heads h
-             WHERE h.queue = p_queue
-             ORDER BY h.priority, h.shard
-               FOR UPDATE SKIP LOCKED) l;
+    FOR v_pass IN 1..2 LOOP
+        SELECT coalesce(array_agg(l.priority), '{}'), coalesce(array_agg(l.shard), '{}'),
+               coalesce(array_agg(l.head_seq), '{}'), coalesce(array_agg(l.low_gen), '{}'),
+               (SELECT count(*) FROM {schema}.lane_heads a WHERE a.queue = p_queue)
+          INTO v_prios, v_shards, v_heads, v_lows, v_lanes
+          FROM (SELECT h.priority, h.shard, h.head_seq, h.low_gen
+                  FROM {schema}.lane_heads h
+                 WHERE h.queue = p_queue
+                 ORDER BY h.priority, h.shard
+                   FOR UPDATE SKIP LOCKED) l;
+        EXIT WHEN cardinality(v_prios) > 0 OR v_lanes = 0 OR v_pass = 2;
+        -- Every lane busy: almost always another worker's claim of this
+        -- queue, which holds them all for its few milliseconds. Queue up
+        -- behind it for the first lane (briefly: a lane can also be held
+        -- by a cancel inside someone's long transaction), then lock what
+        -- is free again. Claims of one queue then follow each other
+        -- through the lock queue instead of coming back empty and trying
+        -- again; with eight workers on a backlog, most claims did.
+        BEGIN
+            v_timeout := current_setting('lock_timeout');
+            PERFORM set_config('lock_timeout', '50ms', true);
+            PERFORM 1 FROM {schema}.lane_heads h
+              WHERE h.queue = p_queue
+              ORDER BY h.priority, h.shard LIMIT 1
+                FOR UPDATE;
+            PERFORM set_config('lock_timeout', v_timeout, true);
+        EXCEPTION WHEN lock_not_available THEN
+            -- Still held: reported busy below. (The subtransaction's
+            -- rollback restored lock_timeout.)
+            EXIT;
+        END;
+    END LOOP;
+    -- Busy lanes: a lane another transaction holds (a concurrent claim,
+    -- usually another worker's; a cancel or relocation of it) was skipped,
+    -- so what this call takes says nothing about that lane: work may wait
+    -- there the moment the holder commits. The frontier is then returned
+    -- as 0, as when the ledger moved, so the caller looks again shortly
+    -- instead of idling until a notification that a standing backlog never
+    -- sends (with several workers on one queue, the loser of every
+    -- overlapping claim idled a poll interval). v_frontier itself still
+    -- bounds what is read and where heads move.
+    v_seen := CASE WHEN cardinality(v_prios) < v_lanes THEN 0 ELSE v_frontier END;
 
     IF cardinality(v_prios) = 1 AND v_lows[1] >= v_gen - 1 THEN
         -- One lane, all of it in the newest two slots. Its head read
@@ -261,7 +302,7 @@ BEGIN
         )
         SELECT r.job_id, r.slot, r.lane_seq, r.kind, r.args, r.priority, r.attempt,
                r.max_attempts, r.run_lease, r.created_at, r.ready_at, r.unique_key, r.metadata,
-               v_frontier, v_seq, v_xid, r.shard
+               v_seen, v_seq, v_xid, r.shard
           FROM chosen r
          WHERE r.take
          ORDER BY r.rn;
@@ -269,7 +310,7 @@ BEGIN
         IF v_taken = 0 AND v_gen <> (SELECT l.generation FROM {schema}.ring_ledger l
                                       WHERE l.ring = 'queue' ORDER BY l.generation DESC LIMIT 1) THEN
             -- The ledger moved: nothing was taken; look again at once.
-            v_frontier := 0;
+            v_seen := 0;
         END IF;
     ELSE
     RETURN QUERY
@@ -367,7 +408,7 @@ BEGIN
     )
     SELECT t.job_id, t.slot, t.lane_seq, t.kind, t.args, t.priority, t.attempt,
            t.max_attempts, t.run_lease, t.created_at, t.ready_at, t.unique_key, t.metadata,
-           v_frontier, v_seq, v_xid, t.shard
+           v_seen, v_seq, v_xid, t.shard
       FROM taken t
      ORDER BY t.rn;
     -- (moved, a data-modifying CTE, runs to completion although unread.)
@@ -418,7 +459,7 @@ BEGIN
         RETURN QUERY SELECT NULL::bigint, NULL::integer, NULL::bigint, NULL::text, NULL::jsonb,
                             NULL::smallint, NULL::integer, NULL::integer, NULL::bigint,
                             NULL::timestamptz, NULL::timestamptz, NULL::text, NULL::jsonb,
-                            v_frontier, v_seq, v_xid, NULL::smallint;
+                            v_seen, v_seq, v_xid, NULL::smallint;
     END IF;
 END
 $fn$;

@@ -58,6 +58,7 @@ pub async fn run(jobs: usize, serve: Option<SocketAddr>) -> Result<ExitCode, Box
         concurrency: CONCURRENCY,
         leader: true,
         end_to_end: None,
+        job_time: std::time::Duration::ZERO,
     };
     println!(
         "enqueueing {jobs} jobs into queue {QUEUE:?} (batches of {BATCH}); \

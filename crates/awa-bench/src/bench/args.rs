@@ -57,6 +57,11 @@ pub struct BenchArgs {
     /// their claims on the one queue meet each other.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=64))]
     pub(super) drain_workers: Option<u16>,
+    /// Milliseconds each drained job's handler waits before it completes
+    /// (default 0, a no-op): I/O-bound handlers, where a worker that
+    /// stops claiming leaves its slots empty.
+    #[arg(long, value_name = "MS", value_parser = clap::value_parser!(u16).range(0..=10000))]
+    pub(super) drain_job_ms: Option<u16>,
     /// Connections of the `procs` scenario's producer process, each one
     /// one-job transaction at a time (default: one per 50 jobs/s offered,
     /// 4 to 32). With all of them busy, jobs start late and the offered

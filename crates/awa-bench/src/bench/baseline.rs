@@ -149,8 +149,7 @@ impl BaselineFleet {
             .map(|_| {
                 tokio::spawn(worker(
                     pool.clone(),
-                    config.queue.as_str().to_string(),
-                    config.concurrency,
+                    config.clone(),
                     completion,
                     Recorders {
                         pickup: latency.clone(),
@@ -202,8 +201,7 @@ struct Recorders {
 /// One worker: dispatcher, listener and completer, as ours has.
 async fn worker(
     pool: PgPool,
-    queue: String,
-    concurrency: usize,
+    config: FleetConfig,
     completion: Completion,
     recorders: Recorders,
     counters: Arc<Counters>,
@@ -213,6 +211,11 @@ async fn worker(
         pickup: latency,
         end_to_end,
     } = recorders;
+    let (queue, concurrency, job_time) = (
+        config.queue.as_str().to_string(),
+        config.concurrency,
+        config.job_time,
+    );
     let wake = Arc::new(Notify::new());
     let listener = tokio::spawn(listen(pool.clone(), queue.clone(), wake.clone()));
     let (done_tx, done_rx) = mpsc::unbounded_channel::<(i64, i32)>();
@@ -268,10 +271,14 @@ async fn worker(
             let latency = latency.clone();
             let end_to_end = end_to_end.clone();
             tokio::spawn(async move {
-                // The no-op handler: record pickup latency, complete.
+                // The no-op handler: record pickup latency, wait the job's
+                // time if it has one, complete.
                 latency.record_since(job.run_at);
                 if let Some(e2e) = &end_to_end {
                     e2e.started(job.id, job.run_at);
+                }
+                if !job_time.is_zero() {
+                    tokio::time::sleep(job_time).await;
                 }
                 let _ = done.send((job.id, job.attempt));
                 drop(permit);

@@ -23,6 +23,8 @@ pub struct Ctx {
     pub drain_concurrency: Option<usize>,
     /// `--drain-workers`, else one.
     pub drain_workers: Option<usize>,
+    /// `--drain-job-ms`: how long each drained job's handler waits.
+    pub drain_job_time: std::time::Duration,
     /// `--procs-connections`, else the procs producer's default.
     pub procs_connections: Option<usize>,
     /// `--explain` and the server has pg_stat_statements loaded: runs that

@@ -105,6 +105,7 @@ async fn run_system(
             concurrency,
             leader: false,
             end_to_end: None,
+            job_time: ctx.drain_job_time,
         },
         LatencyRecorder::new(),
     );

@@ -138,6 +138,7 @@ pub async fn run(args: BenchArgs) -> Result<ExitCode, BoxError> {
             .then_some(args.baseline_complete),
         drain_concurrency: args.drain_concurrency.map(usize::from),
         drain_workers: args.drain_workers.map(usize::from),
+        drain_job_time: std::time::Duration::from_millis(args.drain_job_ms.unwrap_or(0).into()),
         procs_connections: args.procs_connections.map(usize::from),
         statements,
         template_key: format!("awa-migrated-{}", awa_maint::migrate::fingerprint()),

@@ -143,6 +143,7 @@ pub async fn run(ctx: &Ctx) -> Result<BTreeMap<String, String>, BoxError> {
                 concurrency: 64,
                 leader: false,
                 end_to_end: None,
+                job_time: std::time::Duration::ZERO,
             },
             crate::latency::LatencyRecorder::new(),
         );

@@ -201,6 +201,7 @@ pub async fn run_rate(
             concurrency: CONCURRENCY,
             leader: true,
             end_to_end: None,
+            job_time: std::time::Duration::ZERO,
         },
         latency.clone(),
     );

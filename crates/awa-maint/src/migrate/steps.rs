@@ -60,4 +60,11 @@ pub(crate) const STEPS: &[(i32, &str, &str)] = &[
             "../../migrations/0007_storage_transfer_moves_both_tables_with_one_statement.sql"
         ),
     ),
+    (
+        8,
+        "claims of one queue queue up for its lanes and a claim that skips a held lane says to look again",
+        include_str!(
+            "../../migrations/0008_claims_of_one_queue_queue_up_for_its_lanes_and_a_claim_that_skips_a_held_lane_says_to_look_again.sql"
+        ),
+    ),
 ];

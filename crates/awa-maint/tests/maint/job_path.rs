@@ -768,3 +768,44 @@ async fn pending_by_state_counts_what_is_due_within_a_horizon() {
     );
     assert_eq!(within(&by_state(Some(Duration::ZERO)).await), 1);
 }
+
+/// The claim's `waiting` flag covers lanes another transaction holds:
+/// what the claim took from the free lanes says nothing about a held one,
+/// so the caller must look again, not go idle. Once nothing is held, a
+/// claim that takes what is left says the queue is drained.
+#[tokio::test]
+async fn a_claim_that_skips_a_held_lane_says_to_look_again() {
+    let (_db, pool) = setup().await;
+    let mut jobs = Vec::new();
+    for priority in [1, 2] {
+        for _ in 0..2 {
+            let mut j = job("held");
+            j.priority = Priority::new(priority).unwrap();
+            jobs.push(j);
+        }
+    }
+    enqueue(&pool, &jobs).await;
+    let mut holder = pool.begin().await.unwrap();
+    sqlx::query("SELECT 1 FROM awa.lane_heads WHERE queue = 'held' AND priority = 1 FOR UPDATE")
+        .execute(&mut *holder)
+        .await
+        .unwrap();
+
+    let mut frontier = Frontier::default();
+    let got = claim_batch(&pool, "held", 10, &mut frontier).await;
+    assert_eq!(got.len(), 2, "the free lane's jobs");
+    assert!(got.iter().all(|c| c.priority == 2));
+    assert!(frontier.is_waiting(), "a held lane is not a drained one");
+    let mut conn = pool.acquire().await.unwrap();
+    let again = PgExecPlane::new(schema())
+        .claim(&mut conn, &queue("held"), 10, &mut frontier, None)
+        .await
+        .unwrap();
+    assert!(again.is_empty());
+    assert!(frontier.is_waiting(), "still held: look again");
+
+    holder.rollback().await.unwrap();
+    let rest = claim_batch(&pool, "held", 10, &mut frontier).await;
+    assert_eq!(rest.len(), 2, "the held lane's jobs, once released");
+    assert!(!frontier.is_waiting(), "nothing held, nothing left");
+}

@@ -39,6 +39,10 @@ const RELEASED: &[(i32, &str)] = &[
         7,
         "a6605484b64f4e2df8c61e5aad47fa2b5a56bda9a9799b214e607d66324e5b87",
     ),
+    (
+        8,
+        "b2f41257d10eef375193830d1e276aa319c229b28b6c88e34efa706f004aca9b",
+    ),
 ];
 
 #[test]

@@ -522,3 +522,57 @@ async fn a_job_on_an_idle_queue_is_claimed_on_its_notification_not_the_poll() {
     assert_eq!(report.completed, 1);
     assert_eq!(recorder.0.lock().unwrap().len(), 1);
 }
+
+/// A claim that meets lanes another transaction holds (another replica's
+/// claim, most often) must not read as "drained": on a standing backlog
+/// no notification comes, so a worker that went idle would wait out its
+/// poll interval (a minute here) while the work stood. All lanes of the
+/// queue are held while the worker's first claims run; once they are
+/// released, the worker takes the backlog on its own, well before the
+/// poll.
+#[tokio::test]
+async fn a_claim_that_meets_a_busy_lane_looks_again_without_waiting_for_the_poll() {
+    let db = awa_maint::migrated_test_db().await.unwrap();
+    let pool = db.pool().await.unwrap();
+    let q = QueueName::new("contended").unwrap();
+    enqueue_noops(&pool, &q, "noop", 20).await;
+
+    // Another claimer's hold on every lane of the queue.
+    let mut holder = pool.begin().await.unwrap();
+    let held: Vec<i16> = sqlx::query_scalar(
+        "SELECT priority FROM awa.lane_heads WHERE queue = 'contended' FOR UPDATE",
+    )
+    .fetch_all(&mut *holder)
+    .await
+    .unwrap();
+    assert!(!held.is_empty());
+
+    let mut config = WorkerConfig::new(schema(), vec![(q.clone(), 8)]);
+    config.poll_interval = Duration::from_secs(60);
+    let mut worker = Worker::new(pool.clone(), config);
+    worker.register("noop", Recorder::default());
+    let stats = worker.stats();
+    let (stop_tx, mut stop_rx) = tokio::sync::watch::channel(false);
+    let run = tokio::spawn(worker.run(async move {
+        let _ = stop_rx.wait_for(|s| *s).await;
+    }));
+    wait_for(
+        "the worker never claimed while the lanes were held",
+        Duration::from_secs(20),
+        || stats.snapshot().empty_claims >= 1,
+    )
+    .await;
+    assert_eq!(stats.snapshot().completed, 0, "the lanes were held");
+    holder.commit().await.unwrap();
+
+    // The poll is a minute away and nothing notifies: only looking again
+    // finds the backlog.
+    wait_for(
+        "the backlog waited for the poll: a busy lane was read as drained",
+        Duration::from_secs(30),
+        || stats.snapshot().completed == 20,
+    )
+    .await;
+    stop_tx.send(true).unwrap();
+    assert_eq!(run.await.unwrap().unwrap().completed, 20);
+}

@@ -127,6 +127,7 @@ async fn worker(common: Common, concurrency: usize, leader: bool) -> Result<Exit
             concurrency,
             leader,
             end_to_end: Some(end_to_end.clone()),
+            job_time: std::time::Duration::ZERO,
         },
         latency.clone(),
     );
