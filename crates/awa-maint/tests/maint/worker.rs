@@ -470,16 +470,8 @@ async fn a_job_on_an_idle_queue_is_claimed_on_its_notification_not_the_poll() {
     let db = awa_maint::migrated_test_db().await.unwrap();
     let pool = db.pool().await.unwrap();
     let q = QueueName::new("idle").unwrap();
-    let mut config = WorkerConfig::new(schema(), vec![(q.clone(), 16)]);
-    config.poll_interval = Duration::from_secs(60);
     let recorder = Recorder::default();
-    let mut worker = Worker::new(pool.clone(), config);
-    worker.register("noop", recorder.clone());
-    let stats = worker.stats();
-    let (stop_tx, mut stop_rx) = tokio::sync::watch::channel(false);
-    let run = tokio::spawn(worker.run(async move {
-        let _ = stop_rx.wait_for(|s| *s).await;
-    }));
+    let (stats, stop_tx, run) = worker_polling_once_a_minute(&pool, &q, 16, recorder.clone());
     // Idle: the first claim found nothing, and the listener is listening.
     wait_for(
         "the worker never went idle",
@@ -547,15 +539,7 @@ async fn a_claim_that_meets_a_busy_lane_looks_again_without_waiting_for_the_poll
     .unwrap();
     assert!(!held.is_empty());
 
-    let mut config = WorkerConfig::new(schema(), vec![(q.clone(), 8)]);
-    config.poll_interval = Duration::from_secs(60);
-    let mut worker = Worker::new(pool.clone(), config);
-    worker.register("noop", Recorder::default());
-    let stats = worker.stats();
-    let (stop_tx, mut stop_rx) = tokio::sync::watch::channel(false);
-    let run = tokio::spawn(worker.run(async move {
-        let _ = stop_rx.wait_for(|s| *s).await;
-    }));
+    let (stats, stop_tx, run) = worker_polling_once_a_minute(&pool, &q, 8, Recorder::default());
     wait_for(
         "the worker never claimed while the lanes were held",
         Duration::from_secs(20),
@@ -575,4 +559,29 @@ async fn a_claim_that_meets_a_busy_lane_looks_again_without_waiting_for_the_poll
     .await;
     stop_tx.send(true).unwrap();
     assert_eq!(run.await.unwrap().unwrap().completed, 20);
+}
+
+/// A worker of `noop` jobs on one queue whose poll is a minute away, so
+/// within a test only a notification or its own looking again makes it
+/// claim; stop it by sending `true`.
+fn worker_polling_once_a_minute(
+    pool: &sqlx::PgPool,
+    q: &QueueName,
+    concurrency: usize,
+    recorder: Recorder,
+) -> (
+    Arc<awa_exec::worker::Stats>,
+    tokio::sync::watch::Sender<bool>,
+    tokio::task::JoinHandle<Result<awa_exec::worker::StatsSnapshot, awa_exec::ExecError>>,
+) {
+    let mut config = WorkerConfig::new(schema(), vec![(q.clone(), concurrency)]);
+    config.poll_interval = Duration::from_secs(60);
+    let mut worker = Worker::new(pool.clone(), config);
+    worker.register("noop", recorder);
+    let stats = worker.stats();
+    let (stop_tx, mut stop_rx) = tokio::sync::watch::channel(false);
+    let run = tokio::spawn(worker.run(async move {
+        let _ = stop_rx.wait_for(|s| *s).await;
+    }));
+    (stats, stop_tx, run)
 }
