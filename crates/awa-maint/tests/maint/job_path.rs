@@ -809,3 +809,38 @@ async fn a_claim_that_skips_a_held_lane_says_to_look_again() {
     assert_eq!(rest.len(), 2, "the held lane's jobs, once released");
     assert!(!frontier.is_waiting(), "nothing held, nothing left");
 }
+
+/// A claim that finds every lane held waits briefly for them under a
+/// lock_timeout of its own; a caller's transaction keeps its own setting
+/// afterwards, and the claim reports waiting, not an error.
+#[tokio::test]
+async fn a_claim_that_waits_for_held_lanes_leaves_the_callers_lock_timeout() {
+    let (_db, pool) = setup().await;
+    enqueue(&pool, &[job("all_held")]).await;
+    let mut holder = pool.begin().await.unwrap();
+    sqlx::query("SELECT 1 FROM awa.lane_heads WHERE queue = 'all_held' FOR UPDATE")
+        .execute(&mut *holder)
+        .await
+        .unwrap();
+
+    let mut caller = pool.begin().await.unwrap();
+    sqlx::query("SET LOCAL lock_timeout = '7s'")
+        .execute(&mut *caller)
+        .await
+        .unwrap();
+    let mut frontier = Frontier::default();
+    let got = PgExecPlane::new(schema())
+        .claim(&mut caller, &queue("all_held"), 10, &mut frontier, None)
+        .await
+        .unwrap();
+    assert!(got.is_empty(), "every lane was held");
+    assert!(frontier.is_waiting(), "held, not drained");
+    let timeout: String = sqlx::query_scalar("SHOW lock_timeout")
+        .fetch_one(&mut *caller)
+        .await
+        .unwrap();
+    assert_eq!(timeout, "7s");
+    caller.rollback().await.unwrap();
+    holder.rollback().await.unwrap();
+    assert_eq!(claim_all(&pool, "all_held", 10, 1).await.len(), 1);
+}
