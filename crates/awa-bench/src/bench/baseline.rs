@@ -211,11 +211,13 @@ async fn worker(
         pickup: latency,
         end_to_end,
     } = recorders;
-    let (queue, concurrency, job_time) = (
-        config.queue.as_str().to_string(),
-        config.concurrency,
-        config.job_time,
-    );
+    let FleetConfig {
+        queue,
+        concurrency,
+        job_time,
+        ..
+    } = config;
+    let queue = queue.as_str().to_string();
     let wake = Arc::new(Notify::new());
     let listener = tokio::spawn(listen(pool.clone(), queue.clone(), wake.clone()));
     let (done_tx, done_rx) = mpsc::unbounded_channel::<(i64, i32)>();

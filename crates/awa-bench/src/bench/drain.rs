@@ -1,7 +1,9 @@
 //! Scenario `drain`: N no-op jobs enqueued up front (1,000 per call), then
-//! one worker (concurrency 64 or `--drain-concurrency`, default claim batch;
-//! `--drain-workers N` for N of them) completes them as fast as it can. Also the enqueue+drain cost per job. With scenario
-//! `baseline`, the baseline's drain of as many jobs follows ours at once.
+//! one worker (concurrency 64 or `--drain-concurrency`, default claim
+//! batch; `--drain-workers N` for N of them, `--drain-job-ms` for handlers
+//! that wait) completes them as fast as it can. Also the enqueue+drain
+//! cost per job. With scenario `baseline`, the baseline's drain of as many
+//! jobs follows ours at once.
 
 use super::Ctx;
 use super::pgstats::{self, Cost};
