@@ -93,7 +93,7 @@ DECLARE
     v_xid      xid8;
     v_frontier bigint;
     v_seen     bigint;    -- the frontier as returned (see "Busy lanes")
-    v_lanes    bigint;    -- the queue's lanes, locked by us or not
+    v_lanes    bigint;    -- the queue's lanes, as counted before locking
     v_pass     integer;
     v_timeout  text;      -- the caller's lock_timeout
     v_prios    smallint[];
@@ -127,7 +127,9 @@ BEGIN
       INTO v_seq, v_gen, v_s1, v_s2
       FROM {schema}.ready_seq s;
     v_s2 := coalesce(v_s2, v_s1);
-    SELECT coalesce(bool_and(h.low_gen >= v_gen - 1), false) INTO v_fast
+    -- (The lanes counted here, before any is locked, tell the lock below
+    -- whether it skipped one: "Busy lanes".)
+    SELECT coalesce(bool_and(h.low_gen >= v_gen - 1), false), count(*) INTO v_fast, v_lanes
       FROM {schema}.lane_heads h WHERE h.queue = p_queue;
     -- Nothing visible past any lane head: return at once, keeping the old
     -- candidate. No xid is assigned, so an idle poll commits nothing (no
@@ -202,9 +204,8 @@ BEGIN
     -- key released while they ran).
     FOR v_pass IN 1..2 LOOP
         SELECT coalesce(array_agg(l.priority), '{}'), coalesce(array_agg(l.shard), '{}'),
-               coalesce(array_agg(l.head_seq), '{}'), coalesce(array_agg(l.low_gen), '{}'),
-               (SELECT count(*) FROM {schema}.lane_heads a WHERE a.queue = p_queue)
-          INTO v_prios, v_shards, v_heads, v_lows, v_lanes
+               coalesce(array_agg(l.head_seq), '{}'), coalesce(array_agg(l.low_gen), '{}')
+          INTO v_prios, v_shards, v_heads, v_lows
           FROM (SELECT h.priority, h.shard, h.head_seq, h.low_gen
                   FROM {schema}.lane_heads h
                  WHERE h.queue = p_queue
@@ -240,7 +241,9 @@ BEGIN
     -- instead of idling until a notification that a standing backlog never
     -- sends (with several workers on one queue, the loser of every
     -- overlapping claim idled a poll interval). v_frontier itself still
-    -- bounds what is read and where heads move.
+    -- bounds what is read and where heads move. (Lanes are never deleted;
+    -- one made between the count and the lock can hide a busy lane from
+    -- this comparison once, and the producer that made it notifies.)
     v_seen := CASE WHEN cardinality(v_prios) < v_lanes THEN 0 ELSE v_frontier END;
 
     IF cardinality(v_prios) = 1 AND v_lows[1] >= v_gen - 1 THEN

@@ -67,4 +67,11 @@ pub(crate) const STEPS: &[(i32, &str, &str)] = &[
             "../../migrations/0008_claims_of_one_queue_queue_up_for_its_lanes_and_a_claim_that_skips_a_held_lane_says_to_look_again.sql"
         ),
     ),
+    (
+        9,
+        "ready take counts the lanes in the statement that reads them before locking",
+        include_str!(
+            "../../migrations/0009_ready_take_counts_the_lanes_in_the_statement_that_reads_them_before_locking.sql"
+        ),
+    ),
 ];

@@ -43,6 +43,10 @@ const RELEASED: &[(i32, &str)] = &[
         8,
         "b2f41257d10eef375193830d1e276aa319c229b28b6c88e34efa706f004aca9b",
     ),
+    (
+        9,
+        "857ad00f8bc435996dbf3fcf0f79267d644602a096e6a4291862fafb8d7ccf4e",
+    ),
 ];
 
 #[test]

@@ -1,0 +1,513 @@
+-- Awa migration 9: ready take counts the lanes in the statement that reads them before locking
+--
+-- Drafted by `cargo xtask migration draft` (hand-written parts first, then
+-- what the sources define), then reviewed. Frozen once on main: never edit
+-- it, add a new step. Runs once, in one transaction, as the migrator.
+
+-- Runtime function templates, as the sources define them.
+INSERT INTO awa.substrate_functions (name, ord, body) VALUES ('ready_take', 1, $awa_template$-- {schema}.ready_take(queue, limit, cand_seq, cand_xid, aging): take up to
+-- `limit` runnable jobs of a queue, and at most 8 MiB of args + metadata
+-- (stored size; at least one job), in order, advancing the lane heads past
+-- them. Called only from the execution plane's claim, in the same call
+-- (transaction) that writes the claim batch.
+--
+-- Order: priority 1 first, 4 last (docs/adr/0012), after aging, then lane
+-- position. Aging moves a waiting job one step towards 1 per aging
+-- interval (the effective priority may go below 1). Within one lane the
+-- effective priority is made non-decreasing (a running maximum: a newer
+-- job never ranks ahead of an older one of its lane), so what is taken
+-- from a lane is always a prefix of it and the head can move past exactly
+-- what was taken.
+--
+-- Concurrent claimers skip each other: lanes are locked FOR UPDATE SKIP
+-- LOCKED, so a lane being claimed by someone else is simply not offered;
+-- the returned frontier is then 0 ("Busy lanes" below), so the caller
+-- looks again soon.
+--
+-- Tombstoned entries (cancelled jobs, and the old copies relocation leaves
+-- behind, one per move) are skipped by the scan itself, so they never use
+-- up the limit: a call that takes fewer jobs than it was asked for, and
+-- returns a non-zero frontier, has taken every runnable job up to the
+-- frontier, and a worker relies on that to go idle until the next
+-- notification. (Counting them once let a
+-- backlog whose jobs had each been relocated a few times drain a quarter
+-- of a claim per poll interval.) A lane found exhausted up to the
+-- frontier has its head moved to the frontier, past any tombstoned tail:
+-- nothing at or below the frontier can still appear in it (the lane is
+-- locked, so no relocation or cancel of it runs meanwhile, and every
+-- producer at or below the frontier has committed).
+--
+-- The frontier. A lane position is safe to pass only once no transaction
+-- can still commit a row at or below it, otherwise a later producer's job
+-- would overtake (and the head would strand) an earlier, still
+-- uncommitted one. We read M = ready_seq.last_value, then take our own
+-- transaction id X. Every position <= M was drawn by a producer whose xid
+-- was assigned before (ready_append's rule), hence is older than X. So once
+-- no transaction older than X is running (the xmin of a later snapshot is
+-- at least X), everything <= M is final and visible to a later statement.
+-- (A snapshot's xip alone is not enough: it omits running xids newer than
+-- the newest completed one.) The caller passes the candidate (M, X) of its
+-- previous call, which has usually settled by now, and gets this call's
+-- candidate back (next_seq, next_xid) in every row; when no job is taken,
+-- one row with job_id NULL still carries it.
+--
+-- Which slots. A lane's entries past its head can sit in any slot of the
+-- queue ring (a producer that read the ledger before a rotation writes
+-- the slot it read; relocation copies old entries into the current slot),
+-- and a generic plan over ready_entries starts a scan of every partition,
+-- which is most of the price of a claim of one job. So each lane carries
+-- low_gen: every entry of the lane past its head is in a slot of
+-- generation >= low_gen. When the call locks one lane whose low_gen is at
+-- least the current generation - 1, it scans only the current slot and the
+-- one before (`slot IN (..)` on two plain parameters: the executor prunes
+-- the others when it starts), in a statement that also checks the ledger
+-- has not moved since (a newer slot could hold positions below ones it
+-- takes; if it moved, nothing is taken and the caller looks again at
+-- once). Everything else takes the general statement over every slot.
+-- low_gen only moves up, to ready_sealed.generation + 1, and only after a
+-- statement that sees every entry those generations will ever hold (the
+-- seal's promise) found none of the lane's past its head there; a new lane
+-- starts at 0.
+--
+-- When neither candidate has settled (a long transaction is open
+-- somewhere), a slow path reads pg_locks once: settled if no transaction
+-- older than X holds this queue's producer lock (ready_append takes it
+-- before drawing a position). Transactions that ended before that read are
+-- visible to the statement that reads the rows, which starts after it. So
+-- an unrelated long transaction, or a long producer of another queue, does
+-- not hold this queue back. (Producers in prepared two-phase transactions
+-- hold their locks without a backend and are not recognised: do not
+-- enqueue inside PREPARE TRANSACTION.)
+--
+-- Bounds (SQLSTATE 22023): limit within awa_core::bounds::CLAIM_BATCH (1
+-- to 1024); aging NULL (off) or within PRIORITY_AGING_STORED (1 ms to 30
+-- days): a zero interval would divide by zero.
+CREATE OR REPLACE FUNCTION {schema}.ready_take(
+    p_queue     text,
+    p_limit     integer,
+    p_cand_seq  bigint,
+    p_cand_xid  xid8,
+    p_aging     interval
+) RETURNS TABLE (
+    job_id bigint, slot integer, lane_seq bigint, kind text, args jsonb,
+    priority smallint, attempt integer, max_attempts integer, run_lease bigint,
+    created_at timestamptz, ready_at timestamptz, unique_key text, metadata jsonb,
+    frontier bigint, next_seq bigint, next_xid xid8, shard smallint
+) LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $fn$
+#variable_conflict use_column
+DECLARE
+    v_seq      bigint;
+    v_xid      xid8;
+    v_frontier bigint;
+    v_seen     bigint;    -- the frontier as returned (see "Busy lanes")
+    v_lanes    bigint;    -- the queue's lanes, as counted before locking
+    v_pass     integer;
+    v_timeout  text;      -- the caller's lock_timeout
+    v_prios    smallint[];
+    v_shards   smallint[];
+    v_heads    bigint[];
+    v_lows     bigint[];
+    v_gen      bigint;    -- the current queue-ring generation
+    v_s1       integer;   -- its slot
+    v_s2       integer;   -- the previous generation's slot (v_s1 when none)
+    v_fast     boolean;   -- every lane of the queue scans v_s1 and v_s2 only
+    v_taken    integer;
+    v_sealed   bigint;
+BEGIN
+    IF p_limit IS NULL OR p_limit NOT BETWEEN 1 AND 1024 THEN
+        RAISE EXCEPTION 'claim limit must be 1 to 1024 (got %)', coalesce(p_limit::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'Claim at most a claim batch (awa_core::bounds::CLAIM_BATCH) per call.';
+    END IF;
+    IF p_aging NOT BETWEEN interval '1 millisecond' AND interval '30 days' THEN
+        RAISE EXCEPTION 'priority aging must be 1ms to 30days, or NULL for none (got %)', p_aging
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'A waiting job gains one priority step per this interval (awa queue configure --priority-aging).';
+    END IF;
+    SELECT s.last_value,
+           (SELECT l.generation FROM {schema}.ring_ledger l
+             WHERE l.ring = 'queue' ORDER BY l.generation DESC LIMIT 1),
+           (SELECT l.slot FROM {schema}.ring_ledger l
+             WHERE l.ring = 'queue' ORDER BY l.generation DESC LIMIT 1),
+           (SELECT l.slot FROM {schema}.ring_ledger l
+             WHERE l.ring = 'queue' ORDER BY l.generation DESC OFFSET 1 LIMIT 1)
+      INTO v_seq, v_gen, v_s1, v_s2
+      FROM {schema}.ready_seq s;
+    v_s2 := coalesce(v_s2, v_s1);
+    -- (The lanes counted here, before any is locked, tell the lock below
+    -- whether it skipped one: "Busy lanes".)
+    SELECT coalesce(bool_and(h.low_gen >= v_gen - 1), false), count(*) INTO v_fast, v_lanes
+      FROM {schema}.lane_heads h WHERE h.queue = p_queue;
+    -- Nothing visible past any lane head: return at once, keeping the old
+    -- candidate. No xid is assigned, so an idle poll commits nothing (no
+    -- WAL flush). With every lane fast, only the newest two slots are
+    -- looked at, and anything this statement cannot vouch for counts as
+    -- work: a ledger that moved since, or a lane that is not fast (new
+    -- since).
+    IF v_fast THEN
+        IF NOT EXISTS (
+                SELECT 1
+                  FROM {schema}.lane_heads h
+                 CROSS JOIN LATERAL (
+                        SELECT 1 FROM {schema}.ready_entries e
+                         WHERE e.slot IN (v_s1, v_s2)
+                           AND e.queue = h.queue AND e.priority = h.priority AND e.shard = h.shard
+                           AND e.lane_seq > h.head_seq
+                         LIMIT 1) w
+                 WHERE h.queue = p_queue)
+           AND NOT EXISTS (SELECT 1 FROM {schema}.lane_heads h
+                            WHERE h.queue = p_queue AND h.low_gen < v_gen - 1)
+           AND v_gen = (SELECT l.generation FROM {schema}.ring_ledger l
+                         WHERE l.ring = 'queue' ORDER BY l.generation DESC LIMIT 1) THEN
+            RETURN QUERY SELECT NULL::bigint, NULL::integer, NULL::bigint, NULL::text, NULL::jsonb,
+                                NULL::smallint, NULL::integer, NULL::integer, NULL::bigint,
+                                NULL::timestamptz, NULL::timestamptz, NULL::text, NULL::jsonb,
+                                NULL::bigint, p_cand_seq, p_cand_xid, NULL::smallint;
+            RETURN;
+        END IF;
+    ELSIF NOT EXISTS (
+            SELECT 1
+              FROM {schema}.lane_heads h
+             CROSS JOIN LATERAL (
+                    SELECT 1 FROM {schema}.ready_entries e
+                     WHERE e.queue = h.queue AND e.priority = h.priority AND e.shard = h.shard
+                       AND e.lane_seq > h.head_seq
+                     LIMIT 1) w
+             WHERE h.queue = p_queue) THEN
+        RETURN QUERY SELECT NULL::bigint, NULL::integer, NULL::bigint, NULL::text, NULL::jsonb,
+                            NULL::smallint, NULL::integer, NULL::integer, NULL::bigint,
+                            NULL::timestamptz, NULL::timestamptz, NULL::text, NULL::jsonb,
+                            NULL::bigint, p_cand_seq, p_cand_xid, NULL::smallint;
+        RETURN;
+    END IF;
+    v_xid := pg_current_xact_id();
+
+    IF pg_snapshot_xmin(pg_current_snapshot()) >= v_xid THEN
+        v_frontier := v_seq;
+    ELSIF p_cand_xid IS NOT NULL AND pg_snapshot_xmin(pg_current_snapshot()) >= p_cand_xid THEN
+        v_frontier := least(p_cand_seq, v_seq);
+    ELSIF NOT EXISTS (
+            SELECT 1
+              FROM pg_locks a
+              JOIN pg_locks t ON t.pid = a.pid
+             WHERE a.locktype = 'advisory' AND a.classid = 6387554
+               AND a.objid = hashtext(p_queue)::oid AND a.objsubid = 2 AND a.granted
+               AND a.database = (SELECT d.oid FROM pg_database d WHERE d.datname = current_database())
+               AND a.pid <> pg_backend_pid()
+               AND t.locktype = 'transactionid' AND t.mode = 'ExclusiveLock' AND t.granted
+               AND age(t.transactionid) > age(v_xid::xid)) THEN
+        v_frontier := v_seq;
+    ELSE
+        v_frontier := 0;
+    END IF;
+
+    -- Lock the lanes in a statement of their own, BEFORE the statement that
+    -- reads entries and tombstones. A canceller (ready_tombstone) holds the
+    -- lane lock while it writes a tombstone, so every tombstone of a locked
+    -- lane committed before we got the lock, and the next statement's
+    -- snapshot sees it. Reading the tombstones in the locking statement
+    -- itself used a snapshot older than the lock and handed out jobs that
+    -- had just been cancelled (claimed and cancelled at once, their unique
+    -- key released while they ran).
+    FOR v_pass IN 1..2 LOOP
+        SELECT coalesce(array_agg(l.priority), '{}'), coalesce(array_agg(l.shard), '{}'),
+               coalesce(array_agg(l.head_seq), '{}'), coalesce(array_agg(l.low_gen), '{}')
+          INTO v_prios, v_shards, v_heads, v_lows
+          FROM (SELECT h.priority, h.shard, h.head_seq, h.low_gen
+                  FROM {schema}.lane_heads h
+                 WHERE h.queue = p_queue
+                 ORDER BY h.priority, h.shard
+                   FOR UPDATE SKIP LOCKED) l;
+        EXIT WHEN cardinality(v_prios) > 0 OR v_lanes = 0 OR v_pass = 2;
+        -- Every lane busy: almost always another worker's claim of this
+        -- queue, which holds them all for its few milliseconds. Queue up
+        -- behind it for the first lane (briefly: a lane can also be held
+        -- by a cancel inside someone's long transaction), then lock what
+        -- is free again. Claims of one queue then follow each other
+        -- through the lock queue instead of coming back empty and trying
+        -- again; with eight workers on a backlog, most claims did.
+        BEGIN
+            v_timeout := current_setting('lock_timeout');
+            PERFORM set_config('lock_timeout', '50ms', true);
+            PERFORM 1 FROM {schema}.lane_heads h
+              WHERE h.queue = p_queue
+              ORDER BY h.priority, h.shard LIMIT 1
+                FOR UPDATE;
+            PERFORM set_config('lock_timeout', v_timeout, true);
+        EXCEPTION WHEN lock_not_available THEN
+            -- Still held: reported busy below. (The subtransaction's
+            -- rollback restored lock_timeout.)
+            EXIT;
+        END;
+    END LOOP;
+    -- Busy lanes: a lane another transaction holds (a concurrent claim,
+    -- usually another worker's; a cancel or relocation of it) was skipped,
+    -- so what this call takes says nothing about that lane: work may wait
+    -- there the moment the holder commits. The frontier is then returned
+    -- as 0, as when the ledger moved, so the caller looks again shortly
+    -- instead of idling until a notification that a standing backlog never
+    -- sends (with several workers on one queue, the loser of every
+    -- overlapping claim idled a poll interval). v_frontier itself still
+    -- bounds what is read and where heads move. (Lanes are never deleted;
+    -- one made between the count and the lock can hide a busy lane from
+    -- this comparison once, and the producer that made it notifies.)
+    v_seen := CASE WHEN cardinality(v_prios) < v_lanes THEN 0 ELSE v_frontier END;
+
+    IF cardinality(v_prios) = 1 AND v_lows[1] >= v_gen - 1 THEN
+        -- One lane, all of it in the newest two slots. Its head read
+        -- above is current (the lane is ours until commit). One lane has
+        -- one priority, so aging changes nothing: lane order is the order.
+        RETURN QUERY
+        WITH fresh AS MATERIALIZED (
+            -- The ledger as this statement sees it: no newer slot than v_s1.
+            SELECT l.generation = v_gen AS ok
+              FROM {schema}.ring_ledger l
+             WHERE l.ring = 'queue' ORDER BY l.generation DESC LIMIT 1
+        ),
+        cand AS MATERIALIZED (
+            -- Live entries only (see "Tombstoned entries" above).
+            SELECT e.slot, e.lane_seq, e.job_id, e.kind, e.args, e.priority, e.shard,
+                   e.attempt, e.max_attempts, e.run_lease, e.created_at, e.ready_at,
+                   e.unique_key, e.metadata
+              FROM {schema}.ready_entries e
+             WHERE e.slot IN (v_s1, v_s2)
+               AND e.queue = p_queue AND e.priority = v_prios[1] AND e.shard = v_shards[1]
+               AND e.lane_seq > v_heads[1] AND e.lane_seq <= v_frontier
+               AND NOT EXISTS (
+                     SELECT 1 FROM {schema}.ready_tombstones t
+                      WHERE t.slot IN (v_s1, v_s2)
+                        AND t.slot = e.slot AND t.job_id = e.job_id AND t.lane_seq = e.lane_seq)
+               AND (SELECT f.ok FROM fresh f)
+             ORDER BY e.lane_seq
+             LIMIT p_limit
+        ),
+        ranked AS (
+            SELECT c.*, row_number() OVER w AS rn,
+                   sum(pg_column_size(c.args) + coalesce(pg_column_size(c.metadata), 0)) OVER w AS bytes
+              FROM cand c
+            WINDOW w AS (ORDER BY c.lane_seq ROWS UNBOUNDED PRECEDING)
+        ),
+        -- Bounded by count (the LIMIT) and bytes, as the general statement:
+        -- what is taken is a prefix of the lane. The head moves past
+        -- exactly it when something was left, to the frontier when the
+        -- lane is exhausted (fewer live entries than the limit), and past
+        -- the last entry read otherwise. Not when the ledger moved: then
+        -- nothing was read.
+        chosen AS (
+            SELECT r.*, r.rn = 1 OR r.bytes <= 8388608 AS take FROM ranked r
+        ),
+        moved AS (
+            UPDATE {schema}.lane_heads h
+               SET head_seq = n.head
+              FROM (SELECT CASE
+                             WHEN EXISTS (SELECT 1 FROM chosen x WHERE NOT x.take)
+                                 THEN (SELECT max(x.lane_seq) FROM chosen x WHERE x.take)
+                             WHEN (SELECT count(*) FROM cand c) < p_limit THEN v_frontier
+                             ELSE (SELECT max(c.lane_seq) FROM cand c)
+                           END AS head) n
+             WHERE h.queue = p_queue AND h.priority = v_prios[1] AND h.shard = v_shards[1]
+               AND n.head > h.head_seq
+               AND (SELECT f.ok FROM fresh f)
+            RETURNING 1
+        )
+        SELECT r.job_id, r.slot, r.lane_seq, r.kind, r.args, r.priority, r.attempt,
+               r.max_attempts, r.run_lease, r.created_at, r.ready_at, r.unique_key, r.metadata,
+               v_seen, v_seq, v_xid, r.shard
+          FROM chosen r
+         WHERE r.take
+         ORDER BY r.rn;
+        GET DIAGNOSTICS v_taken = ROW_COUNT;
+        IF v_taken = 0 AND v_gen <> (SELECT l.generation FROM {schema}.ring_ledger l
+                                      WHERE l.ring = 'queue' ORDER BY l.generation DESC LIMIT 1) THEN
+            -- The ledger moved: nothing was taken; look again at once.
+            v_seen := 0;
+        END IF;
+    ELSE
+    RETURN QUERY
+    WITH frontier AS (
+        SELECT v_frontier AS seq
+    ),
+    lanes AS MATERIALIZED (
+        -- Ours until commit: head_seq read here is current.
+        SELECT h.priority, h.shard, h.head_seq
+          FROM {schema}.lane_heads h
+          JOIN unnest(v_prios, v_shards) AS k(priority, shard)
+            ON k.priority = h.priority AND k.shard = h.shard
+         WHERE h.queue = p_queue
+    ),
+    cand AS MATERIALIZED (
+        -- Live entries only, up to the limit per lane. A job moved by
+        -- ready_relocate has two entries with one lane_seq, the tombstoned
+        -- old copy and the live new one; only the live one is read.
+        SELECT r.*
+          FROM lanes l
+         CROSS JOIN frontier f
+         CROSS JOIN LATERAL (
+                SELECT e.slot, e.lane_seq, e.job_id, e.kind, e.args, e.priority, e.shard,
+                       e.attempt, e.max_attempts, e.run_lease, e.created_at, e.ready_at,
+                       e.unique_key, e.metadata
+                  FROM {schema}.ready_entries e
+                 WHERE e.queue = p_queue AND e.priority = l.priority AND e.shard = l.shard
+                   AND e.lane_seq > l.head_seq AND e.lane_seq <= f.seq
+                   AND NOT EXISTS (
+                         SELECT 1 FROM {schema}.ready_tombstones t
+                          WHERE t.slot = e.slot AND t.job_id = e.job_id AND t.lane_seq = e.lane_seq)
+                 ORDER BY e.lane_seq
+                 LIMIT p_limit) r
+    ),
+    aged AS (
+        SELECT c.*,
+               max(c.priority - CASE WHEN p_aging IS NULL OR p_aging <= interval '0' THEN 0
+                                     ELSE floor(extract(epoch FROM now() - c.ready_at)
+                                                / extract(epoch FROM p_aging)) END)
+                   OVER (PARTITION BY c.priority, c.shard ORDER BY c.lane_seq) AS effective
+          FROM cand c
+    ),
+    ranked AS (
+        SELECT a.*, row_number() OVER w AS rn,
+               -- Bytes handed out so far, this job included (as stored).
+               sum(pg_column_size(a.args) + coalesce(pg_column_size(a.metadata), 0)) OVER w AS bytes
+          FROM aged a
+        WINDOW w AS (ORDER BY a.effective, a.lane_seq ROWS UNBOUNDED PRECEDING)
+    ),
+    -- A batch is bounded by count and by bytes (8 MiB; the first job is
+    -- always taken, whatever its size). Both bounds cut ranked order, so
+    -- what is taken is still a prefix of it and, per lane, a prefix of the
+    -- lane: the heads below move past exactly what is taken.
+    chosen AS (
+        SELECT r.*, r.rn <= p_limit AND (r.rn = 1 OR r.bytes <= 8388608) AS take
+          FROM ranked r
+    ),
+    first_left AS (
+        SELECT r.priority, r.shard, min(r.lane_seq) AS seq
+          FROM chosen r WHERE NOT r.take
+         GROUP BY r.priority, r.shard
+    ),
+    -- Per locked lane: past what was taken when something was left; to
+    -- the frontier when the lane is exhausted (fewer live entries than the
+    -- limit, none at all included); else past the last entry read.
+    per_lane AS (
+        SELECT l.priority, l.shard, count(c.lane_seq) AS n, max(c.lane_seq) AS last_seq,
+               max(c.lane_seq) FILTER (WHERE fl.seq IS NOT NULL AND c.lane_seq < fl.seq) AS before_left,
+               bool_or(fl.seq IS NOT NULL) AS cut
+          FROM lanes l
+          LEFT JOIN cand c ON c.priority = l.priority AND c.shard = l.shard
+          LEFT JOIN first_left fl ON fl.priority = l.priority AND fl.shard = l.shard
+         GROUP BY l.priority, l.shard
+    ),
+    new_heads AS (
+        SELECT p.priority, p.shard,
+               CASE WHEN p.cut THEN p.before_left
+                    WHEN p.n < p_limit THEN v_frontier
+                    ELSE p.last_seq END AS head
+          FROM per_lane p
+    ),
+    moved AS (
+        UPDATE {schema}.lane_heads h
+           SET head_seq = n.head
+          FROM new_heads n
+         WHERE h.queue = p_queue AND h.priority = n.priority AND h.shard = n.shard
+           AND n.head > h.head_seq
+        RETURNING 1
+    ),
+    taken AS (
+        SELECT r.job_id, r.slot, r.lane_seq, r.kind, r.args, r.priority, r.attempt,
+               r.max_attempts, r.run_lease, r.created_at, r.ready_at, r.unique_key,
+               r.metadata, r.rn, r.shard
+          FROM chosen r WHERE r.take
+    )
+    SELECT t.job_id, t.slot, t.lane_seq, t.kind, t.args, t.priority, t.attempt,
+           t.max_attempts, t.run_lease, t.created_at, t.ready_at, t.unique_key, t.metadata,
+           v_seen, v_seq, v_xid, t.shard
+      FROM taken t
+     ORDER BY t.rn;
+    -- (moved, a data-modifying CTE, runs to completion although unread.)
+    GET DIAGNOSTICS v_taken = ROW_COUNT;
+    END IF;
+
+    -- Move low_gen up where ready_sealed allows, so the next claims of
+    -- these lanes scan the newest two slots only. Worth it once per lane
+    -- and rotation; cheap when nothing changed (no statement runs).
+    IF v_gen > ANY (v_lows) THEN
+        SELECT z.generation INTO v_sealed FROM {schema}.ready_sealed z;
+        IF cardinality(v_prios) = 1 AND v_lows[1] = v_gen - 1 AND v_sealed = v_gen - 1 THEN
+            -- The usual case after a rotation: the lane's entries past its
+            -- head were all in the newest two slots; the older of them is
+            -- sealed now. One slot to look at.
+            UPDATE {schema}.lane_heads h
+               SET low_gen = v_gen
+             WHERE h.queue = p_queue AND h.priority = v_prios[1] AND h.shard = v_shards[1]
+               AND h.low_gen = v_gen - 1
+               AND NOT EXISTS (
+                     SELECT 1 FROM {schema}.ready_entries e
+                      WHERE e.slot = v_s2
+                        AND e.queue = h.queue AND e.priority = h.priority AND e.shard = h.shard
+                        AND e.lane_seq > h.head_seq);
+        ELSIF v_taken < p_limit AND v_sealed >= (SELECT min(x) FROM unnest(v_lows) AS x) THEN
+            -- A lane further behind (new, or after a backlog): look at
+            -- every slot of the generations from its low_gen to the seal.
+            -- The seal promises nothing more will be written there, and
+            -- this statement sees everything that was (it runs after the
+            -- seal was read). Tombstoned entries count as present.
+            UPDATE {schema}.lane_heads h
+               SET low_gen = v_sealed + 1
+              FROM unnest(v_prios, v_shards) AS k(priority, shard)
+             WHERE h.queue = p_queue AND h.priority = k.priority AND h.shard = k.shard
+               AND h.low_gen <= v_sealed
+               AND NOT EXISTS (
+                     SELECT 1 FROM {schema}.ready_entries e
+                      WHERE e.queue = h.queue AND e.priority = h.priority AND e.shard = h.shard
+                        AND e.lane_seq > h.head_seq
+                        AND e.slot = ANY (ARRAY(
+                              SELECT l.slot FROM {schema}.ring_ledger l
+                               WHERE l.ring = 'queue'
+                                 AND l.generation BETWEEN h.low_gen AND v_sealed)));
+        END IF;
+    END IF;
+
+    IF v_taken = 0 THEN
+        RETURN QUERY SELECT NULL::bigint, NULL::integer, NULL::bigint, NULL::text, NULL::jsonb,
+                            NULL::smallint, NULL::integer, NULL::integer, NULL::bigint,
+                            NULL::timestamptz, NULL::timestamptz, NULL::text, NULL::jsonb,
+                            v_seen, v_seq, v_xid, NULL::smallint;
+    END IF;
+END
+$fn$;
+$awa_template$)
+ON CONFLICT (name) DO UPDATE SET ord = EXCLUDED.ord, body = EXCLUDED.body;
+
+-- Refresh every substrate after the step's changes (appended to each step by
+-- `cargo xtask migration draft`): re-run the installer on each substrate
+-- with its own shape, which creates the tables a changed installer added,
+-- re-instantiates every runtime function template and revokes PUBLIC's
+-- EXECUTE again; then give every role that was granted the runtime matrix
+-- on a substrate (it holds USAGE there) the matrix as it is now, so new
+-- tables and functions are covered without an operator step.
+-- The installers' "already exists, skipping" notices are noise here.
+SET LOCAL client_min_messages = warning;
+DO $refresh$
+DECLARE
+    s record;
+    r record;
+BEGIN
+    FOR s IN SELECT n.nspname AS schema_name
+               FROM pg_catalog.pg_class c
+               JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+              WHERE c.relname = 'substrate_info' AND c.relkind = 'r'
+              ORDER BY n.nspname <> 'awa', n.nspname LOOP
+        EXECUTE format('SELECT awa.install_queue_storage_substrate(%L, queue_slot_count, lease_slot_count, claim_slot_count) FROM %I.substrate_info',
+                       s.schema_name, s.schema_name);
+    END LOOP;
+    FOR r IN SELECT DISTINCT ro.rolname AS role_name, n.nspname AS schema_name
+               FROM pg_catalog.pg_namespace n
+               CROSS JOIN LATERAL pg_catalog.aclexplode(n.nspacl) a
+               JOIN pg_catalog.pg_roles ro ON ro.oid = a.grantee
+              WHERE a.privilege_type = 'USAGE'
+                AND a.grantee <> n.nspowner
+                AND EXISTS (SELECT 1 FROM pg_catalog.pg_class c
+                             WHERE c.relnamespace = n.oid AND c.relname = 'substrate_info' AND c.relkind = 'r')
+              ORDER BY 1, 2 LOOP
+        PERFORM awa.grant_runtime_role(r.role_name, r.schema_name);
+    END LOOP;
+END
+$refresh$;
