@@ -36,7 +36,7 @@
 -- the ring behind it until the slot's last reader ends); rotate_interval
 -- within ROTATE_INTERVAL, 10 ms to 1 day (it sets the default history
 -- retention; set substrate_info.history_retention to keep none).
--- For the queue ring, every call also moves ready_sealed (ready_seal).
+-- For the queue ring, every call also moves ready_sealed first (ready_seal).
 --
 -- Returns one row: outcome ('retired', 'pruned', 'nothing_to_prune',
 -- 'retained', 'live_rows', 'snapshot_pinned', 'busy', 'horizon_unknown',
@@ -79,6 +79,17 @@ BEGIN
             USING ERRCODE = 'invalid_parameter_value',
                   HINT = 'Pass the leader''s rotate interval (awa maint run --rotate-interval); it sets the default history retention. To keep no history, set substrate_info.history_retention to 0 (awa storage configure --history-retention 0s).';
     END IF;
+    -- The queue ring's seal moves with each pass (ready_seal), before the
+    -- pass writes anything: a proposal's fence is the id of a transaction
+    -- that had none before the check, so a pass that relocated, parked or
+    -- retired something first could never propose. With the seal called
+    -- last, a backlog in a slot past its retention (relocated 1,000 jobs a
+    -- pass) starved the seal for backlog / 1,000 passes, and with it
+    -- low_gen, the claim's bound on the slots it reads.
+    IF p_ring = 'queue' THEN
+        PERFORM {schema}.ready_seal();
+    END IF;
+
     SELECT l.slot INTO v_cur FROM {schema}.ring_ledger l WHERE l.ring = p_ring
      ORDER BY l.generation DESC LIMIT 1;
 
@@ -159,6 +170,11 @@ BEGIN
             outcome := 'horizon_unknown';
             detail := 'the maintenance role needs pg_read_all_stats to see other sessions'' snapshots';
         ELSE
+            -- pg_stat_activity is read once per transaction and kept; this
+            -- transaction may have read it before the marker committed
+            -- (ready_seal above, or a caller), and a snapshot taken since
+            -- then, older than the marker, would be missing from that copy.
+            PERFORM pg_stat_clear_snapshot();
             SELECT a.pid, extract(epoch FROM now() - coalesce(a.xact_start, a.backend_start))::bigint AS age
               INTO v_blocker
               FROM pg_stat_activity a
@@ -213,11 +229,6 @@ BEGIN
                 END IF;
             END IF;
         END IF;
-    END IF;
-
-    -- The queue ring's seal moves with each pass (ready_seal).
-    IF p_ring = 'queue' THEN
-        PERFORM {schema}.ready_seal();
     END IF;
 
     INSERT INTO {schema}.ring_outcomes AS o (ring, task, outcome, detail)

@@ -29,8 +29,10 @@
 -- Proposals are made only under READ COMMITTED (the fence needs a fresh
 -- snapshot). Other roles' snapshots are only visible with
 -- pg_read_all_stats; without it nothing is proposed (claims then scan every slot, as they always
--- could). Sealers racing (a second pruner) need no lock: the seal only
--- moves up, and each proposal is proven on its own.
+-- could). Sealers racing (a second pruner) never wait for each other: the
+-- seal only moves up, each proposal is proven on its own, and a sealer
+-- that finds the row locked by another leaves the step to it (SKIP LOCKED),
+-- so a prune never queues behind another pruner's open transaction here.
 CREATE OR REPLACE FUNCTION {schema}.ready_seal()
 RETURNS bigint LANGUAGE plpgsql AS $fn$
 DECLARE
@@ -48,11 +50,16 @@ BEGIN
             -- A proposal waits for its writers to end.
             RETURN v_sealed;
         END IF;
+        -- SKIP LOCKED: a racing sealer holds the row and does the same.
         UPDATE {schema}.ready_sealed z
            SET generation = greatest(z.generation, v_pgen), sealed_at = now(),
                pending_generation = NULL, pending_xid = NULL
-         WHERE z.pending_xid = v_pxid;
-        v_sealed := greatest(v_sealed, v_pgen);
+         WHERE z.singleton IN (SELECT s.singleton FROM {schema}.ready_sealed s
+                                WHERE s.pending_xid = v_pxid
+                                  FOR UPDATE SKIP LOCKED);
+        IF FOUND THEN
+            v_sealed := greatest(v_sealed, v_pgen);
+        END IF;
     END IF;
 
     -- Proposals only under READ COMMITTED, where every statement below
@@ -96,10 +103,15 @@ BEGIN
                    AND age(a.backend_xmin) >= age(v_xid)) THEN
             -- The fence: this transaction's id, assigned here (it had
             -- none, see above), so after the check.
+            -- SKIP LOCKED: a racing sealer's proposal (or seal) holds the
+            -- row; waiting for it would only make this one moot. The row
+            -- lock assigns the id, after the check all the same.
             UPDATE {schema}.ready_sealed z
                SET pending_generation = v_gen - 1,
                    pending_xid = pg_current_xact_id()
-             WHERE z.pending_xid IS NULL AND z.generation < v_gen - 1;
+             WHERE z.singleton IN (SELECT s.singleton FROM {schema}.ready_sealed s
+                                    WHERE s.pending_xid IS NULL AND s.generation < v_gen - 1
+                                      FOR UPDATE SKIP LOCKED);
             RETURN v_sealed;
         END IF;
     END LOOP;

@@ -11,14 +11,27 @@ BEGIN
             USING ERRCODE = 'invalid_parameter_value',
                   HINT = 'Slots are numbered from 0 to the ring''s slot count - 1 (substrate_info).';
     END IF;
+    -- Lane by lane, the lane's first live entry past its head in this
+    -- slot, in lane order (see ready_take, "Plans that cannot degrade"): a
+    -- join of the slot's entries with the heads, which the planner made a
+    -- scan of the whole slot once it had statistics, read every entry
+    -- already claimed before finding a waiting one, on every prune pass
+    -- of a slot that still held a backlog. This reads one index range per
+    -- lane, plus the tombstoned entries at its head.
     RETURN (
-        SELECT 'job ' || e.job_id || ' is still waiting to be claimed'
-          FROM {schema}.ready_entries e
-          JOIN {schema}.lane_heads h ON h.queue = e.queue AND h.priority = e.priority AND h.shard = e.shard
-         WHERE e.slot = p_slot
-           AND e.lane_seq > h.head_seq
-           AND NOT EXISTS (SELECT 1 FROM {schema}.ready_tombstones t
-                            WHERE t.slot = e.slot AND t.job_id = e.job_id AND t.lane_seq = e.lane_seq)
+        SELECT 'job ' || w.job_id || ' is still waiting to be claimed'
+          FROM {schema}.lane_heads h
+         CROSS JOIN LATERAL (
+                SELECT e.job_id
+                  FROM {schema}.ready_entries e
+                 WHERE e.slot = p_slot
+                   AND e.queue = h.queue AND e.priority = h.priority AND e.shard = h.shard
+                   AND e.lane_seq > h.head_seq
+                   AND NOT EXISTS (SELECT 1 FROM {schema}.ready_tombstones t
+                                    WHERE t.slot = e.slot AND t.job_id = e.job_id
+                                      AND t.lane_seq = e.lane_seq)
+                 ORDER BY e.lane_seq
+                 LIMIT 1) w
          LIMIT 1);
 END
 $fn$;

@@ -72,6 +72,25 @@
 -- hold their locks without a backend and are not recognised: do not
 -- enqueue inside PREPARE TRANSACTION.)
 --
+-- Plans that cannot degrade. Every read of ready_entries here asks for a
+-- lane's entries past its head IN LANE ORDER with a LIMIT (`ORDER BY
+-- e.lane_seq LIMIT n`), existence checks included: they ask for the
+-- lane's first entry past its head, in a lateral subquery or as a scalar,
+-- never as an `EXISTS`/`NOT EXISTS` directly over ready_entries, whose
+-- LIMIT and ORDER BY the planner drops when it makes the check a semi- or
+-- anti-join. (Tombstones are probed per entry read, through their primary
+-- key, by an anti-join under the same ORDER BY and LIMIT.) With
+-- the ORDER BY, the only plan that does not read the whole rest of the
+-- lane before returning is the lane index walked from the head, so the
+-- planner keeps to it whatever the statistics say: a generic plan
+-- estimates `lane_seq > $head` at a third of the lane, and without the
+-- ORDER BY it chose a bitmap scan (or a parallel sequential scan) of that
+-- third for a one-row check, which made a claim's cost grow with the
+-- backlog once the ring had been analyzed (issue 33: 49 ms per claim at a
+-- backlog of 400,000). tests/maint/plan_bounds.rs holds every statement to
+-- a buffer bound proportional to what it returns, after ANALYZE, over a
+-- backlog of 100,000.
+--
 -- Bounds (SQLSTATE 22023): limit within awa_core::bounds::CLAIM_BATCH (1
 -- to 1024); aging NULL (off) or within PRIORITY_AGING_STORED (1 ms to 30
 -- days): a zero interval would divide by zero.
@@ -146,7 +165,7 @@ BEGIN
                          WHERE e.slot IN (v_s1, v_s2)
                            AND e.queue = h.queue AND e.priority = h.priority AND e.shard = h.shard
                            AND e.lane_seq > h.head_seq
-                         LIMIT 1) w
+                         ORDER BY e.lane_seq LIMIT 1) w
                  WHERE h.queue = p_queue)
            AND NOT EXISTS (SELECT 1 FROM {schema}.lane_heads h
                             WHERE h.queue = p_queue AND h.low_gen < v_gen - 1)
@@ -165,7 +184,7 @@ BEGIN
                     SELECT 1 FROM {schema}.ready_entries e
                      WHERE e.queue = h.queue AND e.priority = h.priority AND e.shard = h.shard
                        AND e.lane_seq > h.head_seq
-                     LIMIT 1) w
+                     ORDER BY e.lane_seq LIMIT 1) w
              WHERE h.queue = p_queue) THEN
         RETURN QUERY SELECT NULL::bigint, NULL::integer, NULL::bigint, NULL::text, NULL::jsonb,
                             NULL::smallint, NULL::integer, NULL::integer, NULL::bigint,
@@ -431,11 +450,11 @@ BEGIN
                SET low_gen = v_gen
              WHERE h.queue = p_queue AND h.priority = v_prios[1] AND h.shard = v_shards[1]
                AND h.low_gen = v_gen - 1
-               AND NOT EXISTS (
-                     SELECT 1 FROM {schema}.ready_entries e
-                      WHERE e.slot = v_s2
-                        AND e.queue = h.queue AND e.priority = h.priority AND e.shard = h.shard
-                        AND e.lane_seq > h.head_seq);
+               AND (SELECT e.lane_seq FROM {schema}.ready_entries e
+                     WHERE e.slot = v_s2
+                       AND e.queue = h.queue AND e.priority = h.priority AND e.shard = h.shard
+                       AND e.lane_seq > h.head_seq
+                     ORDER BY e.lane_seq LIMIT 1) IS NULL;
         ELSIF v_taken < p_limit AND v_sealed >= (SELECT min(x) FROM unnest(v_lows) AS x) THEN
             -- A lane further behind (new, or after a backlog): look at
             -- every slot of the generations from its low_gen to the seal.
@@ -447,14 +466,14 @@ BEGIN
               FROM unnest(v_prios, v_shards) AS k(priority, shard)
              WHERE h.queue = p_queue AND h.priority = k.priority AND h.shard = k.shard
                AND h.low_gen <= v_sealed
-               AND NOT EXISTS (
-                     SELECT 1 FROM {schema}.ready_entries e
-                      WHERE e.queue = h.queue AND e.priority = h.priority AND e.shard = h.shard
-                        AND e.lane_seq > h.head_seq
-                        AND e.slot = ANY (ARRAY(
-                              SELECT l.slot FROM {schema}.ring_ledger l
-                               WHERE l.ring = 'queue'
-                                 AND l.generation BETWEEN h.low_gen AND v_sealed)));
+               AND (SELECT e.lane_seq FROM {schema}.ready_entries e
+                     WHERE e.queue = h.queue AND e.priority = h.priority AND e.shard = h.shard
+                       AND e.lane_seq > h.head_seq
+                       AND e.slot = ANY (ARRAY(
+                             SELECT l.slot FROM {schema}.ring_ledger l
+                              WHERE l.ring = 'queue'
+                                AND l.generation BETWEEN h.low_gen AND v_sealed))
+                     ORDER BY e.lane_seq LIMIT 1) IS NULL;
         END IF;
     END IF;
 

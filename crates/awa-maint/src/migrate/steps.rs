@@ -74,4 +74,11 @@ pub(crate) const STEPS: &[(i32, &str, &str)] = &[
             "../../migrations/0009_ready_take_counts_the_lanes_in_the_statement_that_reads_them_before_locking.sql"
         ),
     ),
+    (
+        10,
+        "lane reads walk in order whatever the statistics and prune seals before it writes",
+        include_str!(
+            "../../migrations/0010_lane_reads_walk_in_order_whatever_the_statistics_and_prune_seals_before_it_writes.sql"
+        ),
+    ),
 ];

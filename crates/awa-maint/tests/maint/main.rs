@@ -14,6 +14,7 @@ mod job_path;
 mod leader;
 mod limits;
 mod migrate;
+mod plan_bounds;
 mod poison;
 mod rescue_cadence;
 mod ring_pg;

@@ -636,3 +636,75 @@ async fn a_writer_held_across_a_rotation_keeps_its_slot_unsealed_until_it_commit
         .collect();
     assert_eq!(ids, [late_id], "the late writer's job is claimed");
 }
+
+/// A prune pass that relocates (a backlog in a slot past its retention,
+/// moved 1,000 jobs a pass) still moves the seal. The seal's proposal
+/// needs a transaction that has written nothing yet; ring_prune called it
+/// after relocating, so a backlog of n starved the seal, and with it every
+/// lane's low_gen, for n / 1,000 passes (200 s at 200,000 with the
+/// leader's 1 s prune).
+#[tokio::test]
+async fn regression_a_prune_pass_that_relocates_still_moves_the_seal() {
+    let (_db, pool) = setup().await;
+    let g = settled_and_fresh(&pool).await;
+    sqlx::query(
+        "SELECT count(*) FROM awa.enqueue(
+             array_fill('a'::text, ARRAY[100000]), array_fill('k'::text, ARRAY[100000]),
+             array_fill('{}'::jsonb, ARRAY[100000]), array_fill(3::smallint, ARRAY[100000]),
+             array_fill(NULL::timestamptz, ARRAY[100000]), array_fill(NULL::int, ARRAY[100000]),
+             array_fill(NULL::text, ARRAY[100000]), array_fill(NULL::jsonb, ARRAY[100000]))",
+    )
+    .execute(&pool)
+    .await
+    .unwrap();
+    let backlog_slot: i32 = sqlx::query_scalar(
+        "SELECT slot FROM awa.ring_ledger WHERE ring = 'queue' AND generation = $1",
+    )
+    .bind(g)
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    let rings = PgRings::new(schema());
+    let mut conn = pool.acquire().await.unwrap();
+    rings.rotate(&mut conn, Ring::Queue, "test").await.unwrap();
+    assert_eq!(current_generation(&pool).await, g + 1);
+
+    let still_live = |pool: PgPool| async move {
+        sqlx::query_scalar::<_, Option<String>>("SELECT awa.ready_slot_live($1)")
+            .bind(backlog_slot)
+            .fetch_one(&pool)
+            .await
+            .unwrap()
+            .is_some()
+    };
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    let mut passes = 0;
+    while sealed(&pool).await < g {
+        assert!(
+            still_live(pool.clone()).await,
+            "the backlog's slot was emptied by {passes} relocating passes before the seal reached generation {g}: \
+             relocation starves the seal"
+        );
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the seal did not reach generation {g} in 60 s"
+        );
+        rings
+            .prune(&mut conn, Ring::Queue, Duration::from_millis(100), ROTATE)
+            .await
+            .unwrap();
+        passes += 1;
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let relocated: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM awa.ready_entries WHERE queue = 'a' AND slot <> $1",
+    )
+    .bind(backlog_slot)
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    assert!(
+        relocated >= 1000,
+        "the passes relocated {relocated} entries: the test did not exercise relocation"
+    );
+}

@@ -484,6 +484,58 @@ async fn two_pruners_racing_for_one_slot_is_an_outcome_not_an_error() {
     );
 }
 
+/// The truncation's proof that no snapshot predates the retirement marker
+/// reads pg_stat_activity, which PostgreSQL reads once per transaction and
+/// keeps. A pruner whose transaction read it before the marker committed
+/// (the seal does, first thing; so may a caller) must read it again: a
+/// snapshot taken in between, older than the marker, is not in the kept
+/// copy, and truncating under it makes rows vanish from it.
+#[tokio::test]
+async fn regression_a_truncation_reads_running_snapshots_after_the_marker_it_relies_on() {
+    let (db, pool) = setup().await;
+    keep_no_history(&pool).await;
+    enqueue(&pool, "r", 1).await;
+    let jobs = claim_all(&pool, "r", 1, 1).await;
+    finish(&pool, &jobs, Finish::Complete).await;
+    assert!(matches!(
+        rotate_queue(&pool).await,
+        RotateOutcome::Rotated { .. }
+    ));
+
+    // The pruner's transaction reads the running snapshots first.
+    let mut c = sqlx::PgConnection::connect(db.url()).await.unwrap();
+    let mut tx = c.begin().await.unwrap();
+    let _: i64 = sqlx::query_scalar("SELECT count(*) FROM pg_stat_activity")
+        .fetch_one(&mut *tx)
+        .await
+        .unwrap();
+    // Then a reader takes a snapshot, and another pruner retires the slot.
+    let mut reader = pool.begin().await.unwrap();
+    sqlx::query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+        .execute(&mut *reader)
+        .await
+        .unwrap();
+    let seen: i64 = sqlx::query_scalar("SELECT count(*) FROM awa.terminal_jobs WHERE queue = 'r'")
+        .fetch_one(&mut *reader)
+        .await
+        .unwrap();
+    assert_eq!(seen, 1);
+    assert_eq!(
+        prune(&pool, Ring::Queue, ROTATE).await,
+        PruneOutcome::Retired { slot: 0 }
+    );
+    let outcome = rings()
+        .prune(&mut tx, Ring::Queue, LOCK_TIMEOUT, ROTATE)
+        .await
+        .unwrap();
+    tx.rollback().await.unwrap();
+    assert!(
+        matches!(outcome, PruneOutcome::SnapshotPinned { slot: 0, .. }),
+        "truncated under a snapshot older than the retirement marker: {outcome:?}"
+    );
+    reader.commit().await.unwrap();
+}
+
 /// `n` jobs of queue `q` that fail for good on their one attempt.
 async fn fail_jobs(pool: &PgPool, q: &str, n: usize) -> Vec<JobId> {
     let jobs: Vec<NewJob> = (0..n)

@@ -47,6 +47,10 @@ const RELEASED: &[(i32, &str)] = &[
         9,
         "857ad00f8bc435996dbf3fcf0f79267d644602a096e6a4291862fafb8d7ccf4e",
     ),
+    (
+        10,
+        "27b558ed24a8108e95569b6deaec8e73b3551b949b4f85ac3e8d85783efd969e",
+    ),
 ];
 
 #[test]
