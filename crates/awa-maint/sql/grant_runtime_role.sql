@@ -98,6 +98,9 @@
 --   ready_entries             SI    ready_append (enqueue, promote, dlq
 --                                   retry); claim/finish/views read
 --   ready_tombstones          SI    cancel of a waiting job
+--   ready_relocated           SIU   prune's relocation records how far
+--                                   it got in a sealed slot (upsert);
+--                                   ready_slot_live reads it
 --   done_entries              SI    finish: completions of parked attempts
 --   done_batches              SI    finish (completions, one row per call
 --                                   and slot); views read
@@ -178,6 +181,7 @@ DECLARE
         ['substrate', 'count_rollups',            'SELECT, INSERT, UPDATE'],
         ['substrate', 'ready_entries',            'SELECT, INSERT'],
         ['substrate', 'ready_tombstones',         'SELECT, INSERT'],
+        ['substrate', 'ready_relocated',          'SELECT, INSERT, UPDATE'],
         ['substrate', 'done_entries',             'SELECT, INSERT'],
         ['substrate', 'done_batches',             'SELECT, INSERT'],
         ['substrate', 'count_deltas',             'SELECT, INSERT, DELETE'],

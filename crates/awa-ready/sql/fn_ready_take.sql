@@ -78,10 +78,30 @@
 -- lane's first entry past its head, in a lateral subquery or as a scalar,
 -- never as an `EXISTS`/`NOT EXISTS` directly over ready_entries, whose
 -- LIMIT and ORDER BY the planner drops when it makes the check a semi- or
--- anti-join. (Tombstones are probed per entry read, through their primary
--- key, by an anti-join under the same ORDER BY and LIMIT.) With
--- the ORDER BY, the only plan that does not read the whole rest of the
--- lane before returning is the lane index walked from the head, so the
+-- anti-join. Tombstones are probed per entry read, through their primary
+-- key, by a scalar subquery (`(SELECT true FROM ready_tombstones t WHERE
+-- <the entry's key>) IS NULL`), which the planner never turns into a
+-- join: as a `NOT EXISTS` it became, once autovacuum had analyzed a slot
+-- holding cancelled jobs, a hash anti-join over every tombstone of the
+-- slot under a sort of the whole lane (2,121 pages to claim one job of a
+-- backlog of 100,000 with one job in ten cancelled). With the ORDER BY and
+-- nothing to join, the only plan that does not read the whole rest of the
+-- lane before returning is the lane index walked from the head. Where the
+-- lane spans slots (a merge of each slot's index), the probe sits in the
+-- query above an `OFFSET 0` fence, which PostgreSQL never pushes a
+-- condition through: pushed into each slot's scan, it made the merge find
+-- each slot's first live entry before returning anything, stepping over
+-- every tombstoned old copy relocation had left in a slot. Above the
+-- fence the merged lane is read in order, and the probe and the LIMIT stop
+-- it after what it takes. And the function runs with `enable_sort = off`:
+-- a lane read from more than one slot is in lane order only as a merge of
+-- the slots' index scans, and a generic plan, which cannot know how many
+-- entries lie between the head and the frontier (it guesses a few
+-- hundred), preferred appending the slots and sorting the result: every
+-- waiting entry of the lane, sorted, to take one. Without the sort there
+-- is no other way to produce lane order than the merge. (The sorts left,
+-- of what a call already took, have no alternative and run regardless.)
+-- So the
 -- planner keeps to it whatever the statistics say: a generic plan
 -- estimates `lane_seq > $head` at a third of the lane, and without the
 -- ORDER BY it chose a bitmap scan (or a parallel sequential scan) of that
@@ -105,7 +125,7 @@ CREATE OR REPLACE FUNCTION {schema}.ready_take(
     priority smallint, attempt integer, max_attempts integer, run_lease bigint,
     created_at timestamptz, ready_at timestamptz, unique_key text, metadata jsonb,
     frontier bigint, next_seq bigint, next_xid xid8, shard smallint
-) LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $fn$
+) LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan SET enable_sort = off AS $fn$
 #variable_conflict use_column
 DECLARE
     v_seq      bigint;
@@ -277,20 +297,23 @@ BEGIN
              WHERE l.ring = 'queue' ORDER BY l.generation DESC LIMIT 1
         ),
         cand AS MATERIALIZED (
-            -- Live entries only (see "Tombstoned entries" above).
-            SELECT e.slot, e.lane_seq, e.job_id, e.kind, e.args, e.priority, e.shard,
-                   e.attempt, e.max_attempts, e.run_lease, e.created_at, e.ready_at,
-                   e.unique_key, e.metadata
-              FROM {schema}.ready_entries e
-             WHERE e.slot IN (v_s1, v_s2)
-               AND e.queue = p_queue AND e.priority = v_prios[1] AND e.shard = v_shards[1]
-               AND e.lane_seq > v_heads[1] AND e.lane_seq <= v_frontier
-               AND NOT EXISTS (
-                     SELECT 1 FROM {schema}.ready_tombstones t
-                      WHERE t.slot IN (v_s1, v_s2)
-                        AND t.slot = e.slot AND t.job_id = e.job_id AND t.lane_seq = e.lane_seq)
-               AND (SELECT f.ok FROM fresh f)
-             ORDER BY e.lane_seq
+            -- Live entries only (see "Tombstoned entries" above), probed
+            -- one by one as the lane is read in order (see "Plans that
+            -- cannot degrade": the probe sits above the OFFSET 0 fence).
+            SELECT x.*
+              FROM (SELECT e.slot, e.lane_seq, e.job_id, e.kind, e.args, e.priority, e.shard,
+                           e.attempt, e.max_attempts, e.run_lease, e.created_at, e.ready_at,
+                           e.unique_key, e.metadata
+                      FROM {schema}.ready_entries e
+                     WHERE e.slot IN (v_s1, v_s2)
+                       AND e.queue = p_queue AND e.priority = v_prios[1] AND e.shard = v_shards[1]
+                       AND e.lane_seq > v_heads[1] AND e.lane_seq <= v_frontier
+                       AND (SELECT f.ok FROM fresh f)
+                     ORDER BY e.lane_seq
+                    OFFSET 0) x
+             WHERE (SELECT true FROM {schema}.ready_tombstones t
+                     WHERE t.slot IN (v_s1, v_s2)
+                       AND t.slot = x.slot AND t.job_id = x.job_id AND t.lane_seq = x.lane_seq) IS NULL
              LIMIT p_limit
         ),
         ranked AS (
@@ -355,16 +378,17 @@ BEGIN
           FROM lanes l
          CROSS JOIN frontier f
          CROSS JOIN LATERAL (
-                SELECT e.slot, e.lane_seq, e.job_id, e.kind, e.args, e.priority, e.shard,
-                       e.attempt, e.max_attempts, e.run_lease, e.created_at, e.ready_at,
-                       e.unique_key, e.metadata
-                  FROM {schema}.ready_entries e
-                 WHERE e.queue = p_queue AND e.priority = l.priority AND e.shard = l.shard
-                   AND e.lane_seq > l.head_seq AND e.lane_seq <= f.seq
-                   AND NOT EXISTS (
-                         SELECT 1 FROM {schema}.ready_tombstones t
-                          WHERE t.slot = e.slot AND t.job_id = e.job_id AND t.lane_seq = e.lane_seq)
-                 ORDER BY e.lane_seq
+                SELECT x.*
+                  FROM (SELECT e.slot, e.lane_seq, e.job_id, e.kind, e.args, e.priority, e.shard,
+                               e.attempt, e.max_attempts, e.run_lease, e.created_at, e.ready_at,
+                               e.unique_key, e.metadata
+                          FROM {schema}.ready_entries e
+                         WHERE e.queue = p_queue AND e.priority = l.priority AND e.shard = l.shard
+                           AND e.lane_seq > l.head_seq AND e.lane_seq <= f.seq
+                         ORDER BY e.lane_seq
+                        OFFSET 0) x
+                 WHERE (SELECT true FROM {schema}.ready_tombstones t
+                         WHERE t.slot = x.slot AND t.job_id = x.job_id AND t.lane_seq = x.lane_seq) IS NULL
                  LIMIT p_limit) r
     ),
     aged AS (

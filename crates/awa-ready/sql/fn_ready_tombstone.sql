@@ -39,8 +39,10 @@ BEGIN
              WHERE e.job_id = p_job_id AND e.queue = v_entry.queue
                AND e.priority = v_entry.priority AND e.shard = v_entry.shard
                AND e.lane_seq > v_head
-               AND NOT EXISTS (SELECT 1 FROM {schema}.ready_tombstones x
-                                WHERE x.slot = e.slot AND x.job_id = e.job_id AND x.lane_seq = e.lane_seq)
+               -- A probe per copy, never a join over the slot's tombstones
+               -- (ready_take, "Plans that cannot degrade").
+               AND (SELECT true FROM {schema}.ready_tombstones x
+                     WHERE x.slot = e.slot AND x.job_id = e.job_id AND x.lane_seq = e.lane_seq) IS NULL
              ORDER BY e.lane_seq DESC
              LIMIT 1
         ),

@@ -77,6 +77,25 @@ BEGIN
         )$ddl$, p_schema);
     EXECUTE format('INSERT INTO %1$I.ready_sealed DEFAULT VALUES ON CONFLICT DO NOTHING', p_schema);
 
+    -- How far relocation has got, per lane, in a sealed queue-ring slot
+    -- (ready_relocate, "Resuming"): every entry of the lane in `slot` at
+    -- lane_seq <= moved_through is behind the lane head or tombstoned.
+    -- Valid only for the slot's generation `generation` once that
+    -- generation is sealed (ready_sealed), so a row left from an earlier
+    -- turn of the ring is ignored and overwritten. Written by the leader's
+    -- prune; at most one row per lane and slot, never deleted (a few
+    -- hundred rows at most: lanes that ever had a backlog relocated).
+    EXECUTE format($ddl$
+        CREATE TABLE IF NOT EXISTS %1$I.ready_relocated (
+            slot          integer  NOT NULL,
+            queue         text     NOT NULL,
+            priority      smallint NOT NULL,
+            shard         smallint NOT NULL,
+            generation    bigint   NOT NULL,
+            moved_through bigint   NOT NULL,
+            PRIMARY KEY (slot, queue, priority, shard)
+        )$ddl$, p_schema);
+
     -- Cancelled-before-claim markers, in the same slot as the entry they
     -- cancel so both disappear together.
     EXECUTE format($ddl$

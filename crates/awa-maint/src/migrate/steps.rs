@@ -81,4 +81,11 @@ pub(crate) const STEPS: &[(i32, &str, &str)] = &[
             "../../migrations/0010_lane_reads_walk_in_order_whatever_the_statistics_and_prune_seals_before_it_writes.sql"
         ),
     ),
+    (
+        11,
+        "claims probe tombstones per entry and relocation resumes in a sealed slot",
+        include_str!(
+            "../../migrations/0011_claims_probe_tombstones_per_entry_and_relocation_resumes_in_a_sealed_slot.sql"
+        ),
+    ),
 ];

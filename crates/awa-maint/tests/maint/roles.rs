@@ -456,6 +456,7 @@ const SUBSTRATE: &[(&str, &str)] = &[
     ("count_rollups", "SIU"),
     ("ready_entries", "SI"),
     ("ready_tombstones", "SI"),
+    ("ready_relocated", "SIU"),
     ("done_entries", "SI"),
     ("done_batches", "SI"),
     ("count_deltas", "SID"),

@@ -708,3 +708,139 @@ async fn regression_a_prune_pass_that_relocates_still_moves_the_seal() {
         "the passes relocated {relocated} entries: the test did not exercise relocation"
     );
 }
+
+/// Relocation records how far it got in a slot only once the slot is
+/// sealed. A writer that drew its lane position before the ring rotated
+/// and commits its entry into the old slot after a relocation pass moved
+/// later jobs of the lane lands below what that pass moved: a recorded
+/// position would make every later pass, and the slot's liveness check,
+/// skip it, and the slot would be truncated under a waiting job.
+#[tokio::test]
+async fn relocation_of_an_unsealed_slot_records_no_position_and_moves_a_late_writer() {
+    let (_db, pool) = setup().await;
+    let g = settled_and_fresh(&pool).await;
+    assert_eq!(claim_all(&pool, "a", 10, 2).await.len(), 2);
+    sqlx::raw_sql(
+        "CREATE FUNCTION public.hold_writer() RETURNS trigger LANGUAGE plpgsql AS $$
+         BEGIN
+             PERFORM pg_advisory_lock_shared(4243);
+             PERFORM pg_advisory_unlock_shared(4243);
+             RETURN NEW;
+         END $$;
+         CREATE TRIGGER hold_writer BEFORE INSERT ON awa.ready_entries
+             FOR EACH ROW WHEN (NEW.kind = 'late') EXECUTE FUNCTION public.hold_writer();",
+    )
+    .execute(&pool)
+    .await
+    .unwrap();
+    let mut holder = pool.acquire().await.unwrap();
+    sqlx::query("SELECT pg_advisory_lock(4243)")
+        .execute(&mut *holder)
+        .await
+        .unwrap();
+    // The late writer: its lane position drawn, its insert held.
+    let mut writer = pool.begin().await.unwrap();
+    let writer_pid: i32 = sqlx::query_scalar("SELECT pg_backend_pid()")
+        .fetch_one(&mut *writer)
+        .await
+        .unwrap();
+    let writing = tokio::spawn(async move {
+        let late = NewJob::new(QueueName::new("a").unwrap(), "late", serde_json::json!({}));
+        let ids = PgReadyPlane::new(schema())
+            .enqueue(&mut writer, &[late])
+            .await
+            .unwrap();
+        (writer, ids[0].job_id.0)
+    });
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let waiting: bool = sqlx::query_scalar(
+            "SELECT EXISTS (SELECT 1 FROM pg_locks
+                             WHERE pid = $1 AND locktype = 'advisory' AND NOT granted)",
+        )
+        .bind(writer_pid)
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+        if waiting {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the writer never reached the trigger"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    // Later jobs of the lane, committed into the same slot, then the ring
+    // moves on and a relocation pass moves them out.
+    let later = [enqueue(&pool, "a", 10).await, enqueue(&pool, "a", 11).await];
+    let slot: i32 = sqlx::query_scalar(
+        "SELECT slot FROM awa.ring_ledger WHERE ring = 'queue' AND generation = $1",
+    )
+    .bind(g)
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    let rings = PgRings::new(schema());
+    let mut conn = pool.acquire().await.unwrap();
+    rings.rotate(&mut conn, Ring::Queue, "test").await.unwrap();
+    let moved: i32 = sqlx::query_scalar("SELECT awa.ready_relocate($1, 1000)")
+        .bind(slot)
+        .fetch_one(&mut *conn)
+        .await
+        .unwrap();
+    assert_eq!(moved, 2, "the committed later jobs are moved");
+    assert!(
+        sealed(&pool).await < g,
+        "the slot is sealed under an open writer"
+    );
+    let recorded: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM awa.ready_relocated WHERE slot = $1")
+            .bind(slot)
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+    assert_eq!(
+        recorded, 0,
+        "a position recorded in a slot that is not sealed"
+    );
+
+    sqlx::query("SELECT pg_advisory_unlock(4243)")
+        .execute(&mut *holder)
+        .await
+        .unwrap();
+    let (writer, late_id) = writing.await.unwrap();
+    writer.commit().await.unwrap();
+    sqlx::raw_sql("DROP TRIGGER hold_writer ON awa.ready_entries")
+        .execute(&pool)
+        .await
+        .unwrap();
+    assert_eq!(
+        generation_of(&pool, late_id).await,
+        g,
+        "the late entry is in the old slot"
+    );
+    let live: Option<String> = sqlx::query_scalar("SELECT awa.ready_slot_live($1)")
+        .bind(slot)
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert!(live.is_some(), "the late writer's job keeps its slot live");
+    let moved: i32 = sqlx::query_scalar("SELECT awa.ready_relocate($1, 1000)")
+        .bind(slot)
+        .fetch_one(&mut *conn)
+        .await
+        .unwrap();
+    assert_eq!(moved, 1, "the late writer's job is moved by the next pass");
+    settle_seal(&pool).await;
+    let ids: Vec<i64> = claim_all(&pool, "a", 10, 3)
+        .await
+        .iter()
+        .map(|j| j.token.job_id.0)
+        .collect();
+    assert_eq!(
+        ids,
+        [late_id, later[0], later[1]],
+        "claimed once each, in lane order"
+    );
+}

@@ -51,6 +51,10 @@ const RELEASED: &[(i32, &str)] = &[
         10,
         "27b558ed24a8108e95569b6deaec8e73b3551b949b4f85ac3e8d85783efd969e",
     ),
+    (
+        11,
+        "3a5226d019f5fe072912f05dde78c2ff7ee274b1b5376fb9cedc4ab05f94540f",
+    ),
 ];
 
 #[test]
