@@ -100,7 +100,11 @@
 -- hundred), preferred appending the slots and sorting the result: every
 -- waiting entry of the lane, sorted, to take one. Without the sort there
 -- is no other way to produce lane order than the merge. (The sorts left,
--- of what a call already took, have no alternative and run regardless.)
+-- of what a call already took, have no alternative and run regardless;
+-- PostgreSQL 15 still charges each of them the disabled-node penalty of
+-- 10^10, which would make every such plan pass jit_above_cost and compile
+-- for 600 ms on each call in a session with JIT on, so the function also
+-- runs with `jit = off`, as every session Awa opens does.)
 -- So the
 -- planner keeps to it whatever the statistics say: a generic plan
 -- estimates `lane_seq > $head` at a third of the lane, and without the
@@ -125,7 +129,7 @@ CREATE OR REPLACE FUNCTION {schema}.ready_take(
     priority smallint, attempt integer, max_attempts integer, run_lease bigint,
     created_at timestamptz, ready_at timestamptz, unique_key text, metadata jsonb,
     frontier bigint, next_seq bigint, next_xid xid8, shard smallint
-) LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan SET enable_sort = off AS $fn$
+) LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan SET enable_sort = off SET jit = off AS $fn$
 #variable_conflict use_column
 DECLARE
     v_seq      bigint;

@@ -88,4 +88,11 @@ pub(crate) const STEPS: &[(i32, &str, &str)] = &[
             "../../migrations/0011_claims_probe_tombstones_per_entry_and_relocation_resumes_in_a_sealed_slot.sql"
         ),
     ),
+    (
+        12,
+        "a set based lean finish and claims planned without jit",
+        include_str!(
+            "../../migrations/0012_a_set_based_lean_finish_and_claims_planned_without_jit.sql"
+        ),
+    ),
 ];

@@ -55,6 +55,10 @@ const RELEASED: &[(i32, &str)] = &[
         11,
         "3a5226d019f5fe072912f05dde78c2ff7ee274b1b5376fb9cedc4ab05f94540f",
     ),
+    (
+        12,
+        "520e42c83f1263e9b8ed2de67881ec275b2a13f4c94cf10e96aecffdb1d1429a",
+    ),
 ];
 
 #[test]
