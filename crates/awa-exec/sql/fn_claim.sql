@@ -45,20 +45,9 @@ DECLARE
     v_claim_slot integer;
     v_aging      interval;
     v_paused     boolean;
-    v_batch      bigint;
-    v_slots      integer[] := '{}';  -- the distinct queue slots of the bodies
-    v_ids        bigint[] := '{}';
-    v_leases     bigint[] := '{}';
-    v_attempts   integer[] := '{}';
-    v_rslots     integer[] := '{}';
-    v_seqs       bigint[] := '{}';
-    v_prios      smallint[] := '{}';
-    v_shards     smallint[] := '{}';
-    v_keyed      integer[];
     v_limited    boolean;
     v_at         timestamptz;  -- a limited claim's admission instant
     v_taken      jsonb;        -- a limited claim's rows (limit_take)
-    t            record;
 BEGIN
     IF p_limit IS NULL OR p_limit NOT BETWEEN 1 AND 1024 THEN
         RAISE EXCEPTION 'claim limit must be 1 to 1024 (got %)', coalesce(p_limit::text, 'NULL')
@@ -91,63 +80,70 @@ BEGIN
     -- written); the batch's arrays are built on the way.
     -- (A limited claim's rows come from limit_take instead; the branch not
     -- taken is not run.)
-    FOR t IN
-        SELECT * FROM {schema}.ready_take(p_queue, p_limit, p_cand_seq, p_cand_xid, v_aging)
-         WHERE NOT v_limited
-        UNION ALL
-        SELECT * FROM jsonb_to_recordset(v_taken) AS x(
-                   job_id bigint, slot integer, lane_seq bigint, kind text, args jsonb,
-                   priority smallint, attempt integer, max_attempts integer, run_lease bigint,
-                   created_at timestamptz, ready_at timestamptz, unique_key text, metadata jsonb,
-                   frontier bigint, next_seq bigint, next_xid xid8, shard smallint)
-         WHERE v_limited
-    LOOP
-        next_seq := t.next_seq;
-        next_xid := t.next_xid;
-        waiting := coalesce(t.frontier < t.next_seq, false);
-        IF t.job_id IS NULL THEN
-            -- No job: only the frontier candidate.
-            job_id := NULL; run_lease := NULL; claim_slot := NULL; batch_id := NULL; item := NULL;
-            ready_slot := NULL; ready_seq := NULL; kind := NULL; args := NULL; priority := NULL;
-            attempt := NULL; max_attempts := NULL; created_at := NULL; ready_at := NULL;
-            unique_key := NULL; metadata := NULL;
-            RETURN NEXT;
-            CONTINUE;
-        END IF;
-        IF v_batch IS NULL THEN
-            v_batch := nextval('{schema}.claim_batch_seq');
-        END IF;
-        v_ids := v_ids || t.job_id;
-        v_leases := v_leases || (t.run_lease + 1);
-        v_attempts := v_attempts || (t.attempt + 1);
-        v_rslots := v_rslots || t.slot;
-        v_seqs := v_seqs || t.lane_seq;
-        v_prios := v_prios || t.priority;
-        v_shards := v_shards || t.shard;
-        IF NOT (t.slot = ANY (v_slots)) THEN
-            v_slots := v_slots || t.slot;
-        END IF;
-        IF t.unique_key IS NOT NULL THEN
-            v_keyed := coalesce(v_keyed, '{}') || cardinality(v_ids);
-        END IF;
-        job_id := t.job_id; run_lease := t.run_lease + 1; claim_slot := v_claim_slot;
-        batch_id := v_batch; item := cardinality(v_ids); ready_slot := t.slot; ready_seq := t.lane_seq;
-        kind := t.kind; args := t.args; priority := t.priority; attempt := t.attempt + 1;
-        max_attempts := t.max_attempts; created_at := t.created_at; ready_at := t.ready_at;
-        unique_key := t.unique_key; metadata := t.metadata;
-        RETURN NEXT;
-    END LOOP;
-
-    -- One batch row for all of them; nothing when nothing was taken.
-    IF v_batch IS NOT NULL THEN
+    -- One statement: the rows taken (in the order ready_take returns
+    -- them: item i is the i-th job), ONE claim batch row for all of them,
+    -- and the rows returned. A loop over the rows in PL/pgSQL (a dozen
+    -- assignments and seven array appends per job) cost more than the
+    -- take itself.
+    RETURN QUERY
+    WITH t AS MATERIALIZED (
+        SELECT x.*, count(x.job_id) OVER (ORDER BY x.n) AS it
+          FROM (SELECT r.*, r.ord AS n
+                  FROM {schema}.ready_take(p_queue, p_limit, p_cand_seq, p_cand_xid, v_aging)
+                       WITH ORDINALITY AS r(job_id, slot, lane_seq, kind, args, priority, attempt,
+                                            max_attempts, run_lease, created_at, ready_at,
+                                            unique_key, metadata, frontier, next_seq, next_xid,
+                                            shard, ord)
+                 WHERE NOT v_limited
+                UNION ALL
+                SELECT r.*, r.ord
+                  FROM ROWS FROM (jsonb_to_recordset(v_taken) AS (
+                           job_id bigint, slot integer, lane_seq bigint, kind text, args jsonb,
+                           priority smallint, attempt integer, max_attempts integer, run_lease bigint,
+                           created_at timestamptz, ready_at timestamptz, unique_key text, metadata jsonb,
+                           frontier bigint, next_seq bigint, next_xid xid8, shard smallint))
+                       WITH ORDINALITY AS r(job_id, slot, lane_seq, kind, args, priority, attempt,
+                                            max_attempts, run_lease, created_at, ready_at,
+                                            unique_key, metadata, frontier, next_seq, next_xid,
+                                            shard, ord)
+                 WHERE v_limited) x
+    ),
+    b AS MATERIALIZED (
+        SELECT nextval('{schema}.claim_batch_seq') AS id
+         WHERE EXISTS (SELECT 1 FROM t WHERE t.job_id IS NOT NULL)
+    ),
+    batch AS (
         INSERT INTO {schema}.claim_batches
             (slot, batch_id, queue, claimed_at, instance_id, body_slots,
              job_ids, run_leases, attempts, ready_slots, ready_seqs, priorities, shards, keyed)
-        VALUES (v_claim_slot, v_batch, p_queue, coalesce(v_at, now()), p_instance, v_slots,
-                v_ids, v_leases, v_attempts, v_rslots, v_seqs, v_prios, v_shards, v_keyed);
-        IF v_limited THEN
-            PERFORM {schema}.limit_record(p_queue, v_at, v_claim_slot, v_batch, v_taken);
-        END IF;
+        SELECT v_claim_slot, b.id, p_queue, coalesce(v_at, now()), p_instance,
+               -- The distinct queue slots of the bodies, in order of first use.
+               (SELECT array_agg(f.slot ORDER BY f.first)
+                  FROM (SELECT t2.slot, min(t2.it) AS first FROM t t2
+                         WHERE t2.job_id IS NOT NULL GROUP BY t2.slot) f),
+               array_agg(t.job_id ORDER BY t.it), array_agg(t.run_lease + 1 ORDER BY t.it),
+               array_agg(t.attempt + 1 ORDER BY t.it), array_agg(t.slot ORDER BY t.it),
+               array_agg(t.lane_seq ORDER BY t.it), array_agg(t.priority ORDER BY t.it),
+               array_agg(t.shard ORDER BY t.it),
+               array_agg(t.it::integer ORDER BY t.it) FILTER (WHERE t.unique_key IS NOT NULL)
+          FROM t CROSS JOIN b
+         WHERE t.job_id IS NOT NULL
+         GROUP BY b.id
+        RETURNING 1
+    )
+    SELECT t.job_id, t.run_lease + 1,
+           CASE WHEN t.job_id IS NOT NULL THEN v_claim_slot END,
+           CASE WHEN t.job_id IS NOT NULL THEN (SELECT b.id FROM b) END,
+           CASE WHEN t.job_id IS NOT NULL THEN t.it::integer END,
+           t.slot, t.lane_seq, t.kind, t.args, t.priority, t.attempt + 1, t.max_attempts,
+           t.created_at, t.ready_at, t.unique_key, t.metadata,
+           t.next_seq, t.next_xid, coalesce(t.frontier < t.next_seq, false)
+      FROM t
+     ORDER BY t.n;
+
+    IF v_limited AND jsonb_array_length(v_taken) > 0 THEN
+        PERFORM {schema}.limit_record(p_queue, v_at, v_claim_slot,
+                                      currval('{schema}.claim_batch_seq'), v_taken);
     END IF;
 END
 $fn$;

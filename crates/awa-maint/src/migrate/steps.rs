@@ -95,4 +95,9 @@ pub(crate) const STEPS: &[(i32, &str, &str)] = &[
             "../../migrations/0012_a_set_based_lean_finish_and_claims_planned_without_jit.sql"
         ),
     ),
+    (
+        13,
+        "claims write their batch in one statement",
+        include_str!("../../migrations/0013_claims_write_their_batch_in_one_statement.sql"),
+    ),
 ];

@@ -59,6 +59,10 @@ const RELEASED: &[(i32, &str)] = &[
         12,
         "520e42c83f1263e9b8ed2de67881ec275b2a13f4c94cf10e96aecffdb1d1429a",
     ),
+    (
+        13,
+        "dcdf0385ddd833a576c3b7e7df59b34f2759481bf0f90287e9148df4a0fbdbe7",
+    ),
 ];
 
 #[test]
