@@ -5,7 +5,7 @@ use crate::BoxError;
 use crate::latency::{EndToEnd, LatencyRecorder, NoopHandler};
 use awa_core::{QueueName, SchemaName};
 use awa_exec::worker::{Stats, Worker, WorkerConfig};
-use awa_maint::leader::{self, LeaderConfig};
+use awa_maint::leader::{self, LeaderConfig, Role};
 use awa_maint::tasks::{self, MaintSettings};
 use sqlx::PgPool;
 use sqlx::postgres::PgPoolOptions;
@@ -56,7 +56,9 @@ pub struct FleetConfig {
     /// Per worker.
     pub concurrency: usize,
     /// Also run a maintenance leader candidate with the standard task set
-    /// at its default cadences (as `awa worker run` does).
+    /// at its default cadences (as `awa worker run` and the `awa` client
+    /// do by default): one candidate for the fleet, so with nothing else
+    /// on the database it is the one leader elected.
     pub leader: bool,
     /// Also record end-to-end latency (`ready_at` to the commit of each
     /// result, through a lifecycle hook).
@@ -72,6 +74,8 @@ pub struct Fleet {
     workers: Vec<JoinHandle<Result<awa_exec::worker::StatsSnapshot, awa_exec::ExecError>>>,
     stats: Vec<Arc<Stats>>,
     leader: Option<JoinHandle<Result<(), awa_maint::MaintError>>>,
+    /// The candidate won the leader lock at some point.
+    led: Arc<AtomicBool>,
 }
 
 /// What the workers did, summed.
@@ -86,6 +90,10 @@ pub struct FleetTotals {
     pub claim_calls: u64,
     #[serde(default)]
     pub empty_claims: u64,
+    /// The fleet's maintenance leader candidate was elected leader while
+    /// it ran (false without a candidate).
+    #[serde(default)]
+    pub leader_elected: bool,
 }
 
 impl Fleet {
@@ -113,7 +121,17 @@ impl Fleet {
                 let _ = rx.wait_for(|s| *s).await;
             })));
         }
+        let led = Arc::new(AtomicBool::new(false));
         let leader = config.leader.then(|| {
+            let (role_tx, mut role_rx) = watch::channel(Role::Candidate);
+            let seen = led.clone();
+            tokio::spawn(async move {
+                while role_rx.changed().await.is_ok() {
+                    if *role_rx.borrow() == Role::Leader {
+                        seen.store(true, Ordering::Relaxed);
+                    }
+                }
+            });
             let leader_config = LeaderConfig::new();
             let tasks = tasks::standard(
                 &schema(),
@@ -125,7 +143,7 @@ impl Fleet {
                 pool.clone(),
                 tasks,
                 stop_rx.clone(),
-                None,
+                Some(role_tx),
             ))
         });
         Fleet {
@@ -133,6 +151,7 @@ impl Fleet {
             workers,
             stats,
             leader,
+            led,
         }
     }
 
@@ -166,6 +185,7 @@ impl Fleet {
         if let Some(leader) = self.leader {
             leader.await??;
         }
+        totals.leader_elected = self.led.load(Ordering::Relaxed);
         Ok(totals)
     }
 }

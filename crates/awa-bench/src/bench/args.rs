@@ -5,7 +5,13 @@ use super::baseline;
 #[derive(Debug, clap::Args)]
 pub struct BenchArgs {
     /// Run only this scenario (repeatable). Default: enqueue, drain,
-    /// steady, pinned, procs, cost, baseline, and soak with --long. `procs`
+    /// drain-1m (not with --quick), claim-cost, steady, pinned, procs,
+    /// cost, baseline, and soak with --long. `drain` drains a backlog of
+    /// 200,000 jobs (VACUUM ANALYZE first, leader on), then 100,000 with
+    /// autovacuum off on their tables for the dead-tuple figure;
+    /// `drain-1m` drains 1,000,000. `claim-cost` times one claim of 128
+    /// at a backlog of 10,000 and of 1,000,000 (analyzed, one rotation
+    /// old) with its buffers, and their ratio. `procs`
     /// is steady with a separate producer process committing one job per
     /// transaction and a separate worker process at concurrency 16. `cost`
     /// runs procs at 200/s and 1,000/s beside a plain INSERT + COMMIT of the
@@ -74,7 +80,15 @@ pub struct BenchArgs {
 #[serde(rename_all = "snake_case")]
 pub enum Scenario {
     Enqueue,
+    /// A backlog of 200,000, then the dead-tuple phase (100,000 jobs,
+    /// autovacuum off on their tables).
     Drain,
+    /// A backlog of 1,000,000 (not with --quick).
+    #[value(name = "drain-1m")]
+    #[serde(rename = "drain_1m")]
+    Drain1m,
+    /// One claim of 128 at a backlog of 10,000 and of 1,000,000.
+    ClaimCost,
     Steady,
     Pinned,
     Procs,
@@ -90,15 +104,18 @@ pub enum Scenario {
 
 pub(super) fn selected(args: &BenchArgs) -> Vec<Scenario> {
     let mut picked = if args.scenarios.is_empty() {
-        let mut all = vec![
-            Scenario::Enqueue,
-            Scenario::Drain,
+        let mut all = vec![Scenario::Enqueue, Scenario::Drain];
+        if !args.quick {
+            all.push(Scenario::Drain1m);
+        }
+        all.extend([
+            Scenario::ClaimCost,
             Scenario::Steady,
             Scenario::Pinned,
             Scenario::Procs,
             Scenario::Cost,
             Scenario::Baseline,
-        ];
+        ]);
         if args.long {
             all.push(Scenario::Soak);
         }
@@ -158,5 +175,16 @@ mod tests {
             [Scenario::Drain, Scenario::Baseline]
         );
         assert_eq!(picked(&["--scenario", "drain"]), [Scenario::Drain]);
+    }
+
+    #[test]
+    fn the_million_drain_is_a_default_except_with_quick() {
+        assert!(picked(&[]).contains(&Scenario::Drain1m));
+        assert!(picked(&[]).contains(&Scenario::ClaimCost));
+        assert!(!picked(&["--quick"]).contains(&Scenario::Drain1m));
+        assert_eq!(
+            picked(&["--scenario", "drain-1m", "--scenario", "claim-cost"]),
+            [Scenario::Drain1m, Scenario::ClaimCost]
+        );
     }
 }

@@ -168,8 +168,15 @@ impl PerJob {
 pub struct Side {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub enqueue: Option<EnqueueReport>,
+    /// Scenario `drain`: a backlog of 200,000.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub drain: Option<DrainReport>,
+    /// Scenario `drain`'s dead-tuple phase (autovacuum off on its tables).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub drain_dead_tuples: Option<DrainReport>,
+    /// Scenario `drain-1m`: a backlog of 1,000,000.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub drain_1m: Option<DrainReport>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub steady: Option<SteadyReport>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -184,8 +191,18 @@ pub fn compare(ours: &Side, baseline: &Side) -> Vec<Compared> {
     if let (Some(o), Some(b)) = (&ours.enqueue, &baseline.enqueue) {
         enqueue(&mut out, o, b);
     }
-    if let (Some(o), Some(b)) = (&ours.drain, &baseline.drain) {
-        drain(&mut out, o, b);
+    for (key, o, b) in [
+        ("drain", &ours.drain, &baseline.drain),
+        ("drain_1m", &ours.drain_1m, &baseline.drain_1m),
+        (
+            "drain_dead_tuples",
+            &ours.drain_dead_tuples,
+            &baseline.drain_dead_tuples,
+        ),
+    ] {
+        if let (Some(o), Some(b)) = (o, b) {
+            drain(&mut out, key, o, b);
+        }
     }
     if let (Some(o), Some(b)) = (&ours.steady, &baseline.steady) {
         steady(&mut out, o, b);
@@ -230,10 +247,22 @@ fn enqueue(out: &mut Out, o: &EnqueueReport, b: &EnqueueReport) {
     }
 }
 
-fn drain(out: &mut Out, o: &DrainReport, b: &DrainReport) {
+/// One drain's figures under `key` (`drain`, `drain_1m`,
+/// `drain_dead_tuples`). Dead tuples compare only where autovacuum was off
+/// on the tables: with it on, they are whatever it had not yet removed.
+fn drain(out: &mut Out, key: &str, o: &DrainReport, b: &DrainReport) {
+    let what = format!(
+        "drain {}{}",
+        num(o.jobs as f64),
+        if o.autovacuum {
+            ""
+        } else {
+            " (autovacuum off)"
+        }
+    );
     out.push(
-        "drain.jobs_per_s".into(),
-        format!("drain, {} worker x {}", o.workers, o.concurrency),
+        format!("{key}.jobs_per_s"),
+        format!("{what}, {} worker x {}", o.workers, o.concurrency),
         "jobs/s",
         Better::Higher,
         Some(o.jobs_per_s),
@@ -241,19 +270,22 @@ fn drain(out: &mut Out, o: &DrainReport, b: &DrainReport) {
     );
     for per_job in [Wal, Cpu] {
         out.cost(
-            "drain.drain",
-            "drain alone",
+            &format!("{key}.drain"),
+            &format!("{what} alone"),
             per_job,
             &o.drain_cost,
             &b.drain_cost,
         );
     }
-    out.costs(
-        "drain.total",
-        "enqueue + drain",
-        &o.total_cost,
-        &b.total_cost,
-    );
+    let total = format!("{key}.total");
+    let label = format!("{what}: enqueue + drain");
+    if o.autovacuum || b.autovacuum {
+        for per_job in [Wal, Cpu] {
+            out.cost(&total, &label, per_job, &o.total_cost, &b.total_cost);
+        }
+    } else {
+        out.costs(&total, &label, &o.total_cost, &b.total_cost);
+    }
 }
 
 fn steady_run(out: &mut Out, key: &str, label: &str, o: &SteadyRun, b: &SteadyRun) {

@@ -9,6 +9,22 @@ use indicatif::{ProgressBar, ProgressStyle};
 use sqlx::{Connection, PgConnection};
 use std::sync::Mutex;
 
+/// Every plain table of the database (ring partitions included; a
+/// partitioned parent takes no storage parameters), autovacuum off.
+const AUTOVACUUM_OFF: &str = "DO $$
+DECLARE t regclass;
+BEGIN
+    FOR t IN SELECT c.oid::regclass FROM pg_class c
+               JOIN pg_namespace n ON n.oid = c.relnamespace
+              WHERE c.relkind = 'r'
+                AND n.nspname NOT IN ('pg_catalog', 'information_schema')
+                AND n.nspname NOT LIKE 'pg\\_%'
+    LOOP
+        EXECUTE format('ALTER TABLE %s SET (autovacuum_enabled = false, toast.autovacuum_enabled = false)', t);
+    END LOOP;
+END
+$$";
+
 /// What every scenario needs.
 #[derive(Debug)]
 pub struct Ctx {
@@ -28,8 +44,12 @@ pub struct Ctx {
     /// `--procs-connections`, else the procs producer's default.
     pub procs_connections: Option<usize>,
     /// `--explain` and the server has pg_stat_statements loaded: runs that
-    /// report their statements (scenarios `procs` and `cost`) read it.
+    /// report their statements (scenarios `procs` and `cost`) read it, and
+    /// scenario `claim-cost` takes its server time per call from it.
     pub statements: bool,
+    /// The server's `autovacuum` is on (PostgreSQL's default; the private
+    /// cluster keeps it).
+    pub autovacuum: bool,
     pub(super) template_key: String,
     pub(super) notes: Mutex<Vec<String>>,
 }
@@ -194,6 +214,40 @@ impl Ctx {
         }
         let _ = conn.close().await;
         Ok(db)
+    }
+
+    /// `VACUUM ANALYZE` of the whole scenario database: what autovacuum
+    /// does to tables after a large enqueue (an insert-driven vacuum and
+    /// an analyze), done at once so the timed phase after it reads
+    /// analyzed tables whenever the launcher would have got round to them.
+    /// Ours and the baseline alike. Returns how long it took.
+    pub async fn vacuum_analyze(&self, db: &ScenarioDb) -> Result<f64, BoxError> {
+        self.maintain(db, "VACUUM ANALYZE").await
+    }
+
+    /// `ANALYZE` only (the dead-tuple phase: a VACUUM would remove what it
+    /// counts). Returns how long it took.
+    pub async fn analyze(&self, db: &ScenarioDb) -> Result<f64, BoxError> {
+        self.maintain(db, "ANALYZE").await
+    }
+
+    async fn maintain(&self, db: &ScenarioDb, statement: &'static str) -> Result<f64, BoxError> {
+        let started = std::time::Instant::now();
+        let mut conn = PgConnection::connect(db.url()).await?;
+        sqlx::raw_sql(statement).execute(&mut conn).await?;
+        let _ = conn.close().await;
+        Ok(started.elapsed().as_secs_f64())
+    }
+
+    /// Turns autovacuum off for every table of the scenario database
+    /// (`autovacuum_enabled = false` and its TOAST twin, which `TRUNCATE`
+    /// keeps), so its dead-tuple counts show what the job path leaves
+    /// behind, as the cluster-wide `autovacuum=off` of earlier runs did.
+    pub async fn autovacuum_off(&self, db: &ScenarioDb) -> Result<(), BoxError> {
+        let mut conn = PgConnection::connect(db.url()).await?;
+        sqlx::raw_sql(AUTOVACUUM_OFF).execute(&mut conn).await?;
+        let _ = conn.close().await;
+        Ok(())
     }
 
     pub(super) fn note_once(&self, msg: String) {

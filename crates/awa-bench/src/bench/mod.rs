@@ -2,8 +2,15 @@
 //! job path, scenario by scenario, each on a fresh database.
 //!
 //! By default on a private throwaway cluster with PostgreSQL's defaults
-//! plus `autovacuum=off` (so dead-tuple counts show what the job path
-//! leaves behind), or on the server named by `DATABASE_URL`. Figures are
+//! (autovacuum on, JIT as configured by default; Awa's sessions, and the
+//! bench's, set `jit = off` as Awa's own do), or on the server named by
+//! `DATABASE_URL`. Every timed phase that reads a backlog it did not make
+//! (the drains, `claim-cost`, `--explain`'s profiles) starts after a
+//! `VACUUM ANALYZE` of its database, as autovacuum would have done after
+//! the enqueue, and every worker runs with its maintenance leader
+//! candidate, as `awa worker run` does by default. The dead-tuple figure
+//! comes from `drain`'s own phase with autovacuum off on its tables. The
+//! report's first line says all this (`meta.conditions`). Figures are
 //! reported, never judged: nothing here fails because it is slow.
 //!
 //! `cargo xtask bench` is a debug build; measure with
@@ -11,10 +18,12 @@
 //!
 //! `args` is the command line; `ctx` what every scenario gets; each
 //! scenario is a module (`climb` is how `steady` and `procs` choose their
-//! rates); `report`, `compare`, `targets` and `print` make the report.
+//! rates; `claim_cost` is scenario `claim-cost`); `report`, `compare`,
+//! `targets` and `print` make the report.
 
 mod args;
 mod baseline;
+mod claim_cost;
 mod climb;
 mod compare;
 mod cost;
@@ -73,9 +82,9 @@ pub async fn run(args: BenchArgs) -> Result<ExitCode, BoxError> {
     let scenarios = selected(&args);
     let started = Instant::now();
     let load_before = loadavg();
-    let opts = ClusterOptions::postgres_defaults()
-        .setting("autovacuum", "off")
-        .use_database_url(true);
+    // PostgreSQL's defaults, autovacuum included (runs before 2026-12-07
+    // set autovacuum=off and measured never-analyzed tables).
+    let opts = ClusterOptions::postgres_defaults().use_database_url(true);
     let mut start_notes = Vec::new();
     let server = if args.explain {
         // pg_stat_statements for --explain's statement lists; a cluster
@@ -127,6 +136,8 @@ pub async fn run(args: BenchArgs) -> Result<ExitCode, BoxError> {
             .push("the server does not preload pg_stat_statements; no statement lists".to_string());
     }
     let _ = conn.close().await;
+    let autovacuum = settings.get("autovacuum").is_some_and(|v| v == "on");
+    let conditions = conditions(autovacuum, settings.get("jit").map_or("?", String::as_str));
 
     let ctx = Ctx {
         server,
@@ -141,6 +152,7 @@ pub async fn run(args: BenchArgs) -> Result<ExitCode, BoxError> {
         drain_job_time: std::time::Duration::from_millis(args.drain_job_ms.unwrap_or(0).into()),
         procs_connections: args.procs_connections.map(usize::from),
         statements,
+        autovacuum,
         template_key: format!("awa-migrated-{}", awa_maint::migrate::fingerprint()),
         notes: Mutex::new(Vec::new()),
     };
@@ -180,6 +192,12 @@ pub async fn run(args: BenchArgs) -> Result<ExitCode, BoxError> {
             .collect::<Vec<_>>()
             .join(", ")
     ));
+    ctx.say(format!("measured under: {conditions}"));
+    if !autovacuum {
+        ctx.note(
+            "the server runs with autovacuum off: figures are not those of PostgreSQL's defaults",
+        );
+    }
     if cfg!(debug_assertions) {
         ctx.say(
             "this is a debug build: for real figures run `cargo run --release -p xtask -- bench`",
@@ -193,6 +211,7 @@ pub async fn run(args: BenchArgs) -> Result<ExitCode, BoxError> {
         scenarios.clone(),
         args.pool_ping,
         load_before,
+        conditions,
     );
     if ctx.baseline.is_some() {
         ctx.say(
@@ -203,7 +222,31 @@ pub async fn run(args: BenchArgs) -> Result<ExitCode, BoxError> {
     for scenario in &scenarios {
         match scenario {
             Scenario::Enqueue => report.put(|s| &mut s.enqueue, enqueue::run(&ctx).await?),
-            Scenario::Drain => report.put(|s| &mut s.drain, drain::run(&ctx).await?),
+            Scenario::Drain => {
+                let (jobs, dead) = if ctx.quick {
+                    (drain::QUICK_JOBS, drain::QUICK_DEAD_TUPLE_JOBS)
+                } else {
+                    (drain::JOBS, drain::DEAD_TUPLE_JOBS)
+                };
+                let measured = drain::run(&ctx, jobs, drain::Phase::Measured).await?;
+                report.put(|s| &mut s.drain, measured);
+                let dead = drain::run(&ctx, dead, drain::Phase::DeadTuples).await?;
+                report.put(|s| &mut s.drain_dead_tuples, dead);
+            }
+            Scenario::Drain1m => {
+                let jobs = if ctx.quick {
+                    ctx.note(format!(
+                        "--quick: drain-1m drains {} jobs, not 1,000,000",
+                        drain::QUICK_MILLION
+                    ));
+                    drain::QUICK_MILLION
+                } else {
+                    drain::MILLION
+                };
+                let run = drain::run(&ctx, jobs, drain::Phase::Measured).await?;
+                report.put(|s| &mut s.drain_1m, run);
+            }
+            Scenario::ClaimCost => report.claim_cost = Some(claim_cost::run(&ctx).await?),
             Scenario::Steady => report.put(|s| &mut s.steady, steady::run(&ctx).await?),
             Scenario::Pinned => report.put(|s| &mut s.pinned, pinned::run(&ctx).await?),
             Scenario::Procs => report.put(|s| &mut s.procs, procs::run(&ctx).await?),
@@ -232,6 +275,21 @@ pub async fn run(args: BenchArgs) -> Result<ExitCode, BoxError> {
         print::print_human(&report);
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The line every report starts with: what its figures were measured
+/// under.
+fn conditions(autovacuum: bool, jit: &str) -> String {
+    format!(
+        "autovacuum {} (server setting); VACUUM ANALYZE of the scenario database after each \
+         backlog is enqueued, before its timed phase (drain, drain-1m, claim-cost, --explain; \
+         the other scenarios start on an empty database and have no backlog to analyze); \
+         workers run their maintenance leader (one candidate per worker fleet, default \
+         intervals; the baseline has none); jit {jit} on the server, off in Awa's and the \
+         bench's sessions; dead tuples: what autovacuum had not removed, except drain's \
+         dead-tuple phase (autovacuum off on its tables, ANALYZE only)",
+        if autovacuum { "on" } else { "off" }
+    )
 }
 
 /// The 1-, 5- and 15-minute load averages: the machine may be shared.

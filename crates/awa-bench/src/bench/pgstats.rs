@@ -7,9 +7,10 @@
 //! * Dead tuples and size: `pg_stat_user_tables.n_dead_tup` and
 //!   `pg_total_relation_size` over schema `awa` (the baseline's schema in
 //!   the baseline's runs), at the end of the phase
-//!   (the database is fresh, so these are the phase's own; autovacuum is
-//!   off on the private cluster, so nothing removed them but on-access
-//!   pruning).
+//!   (the database is fresh, so these are the phase's own). Autovacuum
+//!   is on (PostgreSQL's default), so they are what it had not removed by
+//!   then; in `drain`'s dead-tuple phase it is off on the database's
+//!   tables, and only on-access pruning removed any.
 //! * Function calls and times: `pg_stat_user_functions`, with
 //!   `track_functions = 'pl'` set on the scenario database.
 //! * CPU: for a local cluster, user+system time of the postmaster and its

@@ -4,6 +4,7 @@
 //! `print` writes it as tables.
 
 use super::baseline::Completion;
+use super::claim_cost::ClaimCostReport;
 use super::compare::{Compared, Side};
 use super::cost::CostReport;
 use super::python::PythonReport;
@@ -28,6 +29,10 @@ pub struct Meta {
     pub pool_ping_on_acquire: bool,
     pub latency_unit: &'static str,
     pub seconds: f64,
+    /// What every figure was measured under: autovacuum, analyzed before
+    /// the timed phases, the maintenance leader, JIT (one line, printed at
+    /// the top of the report).
+    pub conditions: String,
 }
 
 #[derive(Debug, Clone, serde::Serialize)]
@@ -73,6 +78,9 @@ pub struct Report {
     /// Scenario `cost`: server CPU per job beside a plain insert.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cost: Option<CostReport>,
+    /// Scenario `claim-cost`: one claim of 128 at two backlogs.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub claim_cost: Option<ClaimCostReport>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub soak: Option<SoakReport>,
     /// Scenario `python`: Python no-op handlers against Rust ones.
@@ -98,6 +106,7 @@ impl Report {
         scenarios: Vec<Scenario>,
         pool_ping: bool,
         load_before: Option<String>,
+        conditions: String,
     ) -> Self {
         // AWA_BENCH_COMMIT names the commit when the source is not a git
         // checkout (an exported tree, some CI checkouts).
@@ -141,10 +150,12 @@ impl Report {
                 pool_ping_on_acquire: pool_ping,
                 latency_unit: "ms",
                 seconds: 0.0,
+                conditions,
             },
             settings,
             ours: Side::default(),
             cost: None,
+            claim_cost: None,
             soak: None,
             python: None,
             baseline: ctx.baseline.map(BaselineReport::new),

@@ -74,7 +74,10 @@ pub fn targets(r: &Report) -> Vec<Target> {
     };
     if let Some(target) = drain_target {
         t.push(at_least(
-            &format!("drain, 1 worker x {concurrency}"),
+            &format!(
+                "drain (backlog of {}), 1 worker x {concurrency}",
+                num(drain.map_or(super::drain::JOBS, |d| d.jobs) as f64)
+            ),
             target,
             drain.map(|d| d.jobs_per_s),
             "jobs/s",
@@ -179,14 +182,17 @@ pub fn targets(r: &Report) -> Vec<Target> {
         false,
     ));
     t.push(below(
-        "dead tuples per job, enqueue + drain",
+        "dead tuples per job, enqueue + drain (dead-tuple phase, autovacuum off)",
         0.01,
-        drain.map(|d| d.total_cost.dead_tuples_per_job),
+        r.ours
+            .drain_dead_tuples
+            .as_ref()
+            .map(|d| d.total_cost.dead_tuples_per_job),
         "",
         true,
     ));
     t.push(below(
-        "dead tuples per job, steady (worst rate)",
+        "dead tuples per job, steady (worst rate; autovacuum on: what it left)",
         0.01,
         steady.and_then(|s| {
             s.runs
@@ -221,6 +227,36 @@ pub fn targets(r: &Report) -> Vec<Target> {
     }
     t.push(procs_p95);
     t.extend(cost_targets(r));
+    let claim = r.claim_cost.as_ref();
+    let backlogs = claim
+        .and_then(|c| c.runs.first().zip(c.runs.last()))
+        .map_or((10_000, 1_000_000), |(small, big)| {
+            (small.backlog, big.backlog)
+        });
+    let mut claim_ratio = below(
+        &format!(
+            "one claim of 128 at a backlog of {} / at {}",
+            num(backlogs.1 as f64),
+            num(backlogs.0 as f64)
+        ),
+        super::claim_cost::TARGET_RATIO,
+        claim.and_then(|c| c.ratio),
+        "x",
+        false,
+    );
+    if let Some(c) = claim
+        && let (Some(small), Some(big)) = (c.runs.first(), c.runs.last())
+    {
+        claim_ratio.measured.push_str(&format!(
+            " ({} against {} ms, {}; shared buffers {} against {})",
+            num(big.per_call_ms),
+            num(small.per_call_ms),
+            c.measured_by,
+            big.buffers.shared(),
+            small.buffers.shared()
+        ));
+    }
+    t.push(claim_ratio);
     let pinned = r.ours.pinned.as_ref();
     t.push(at_least(
         "pinned vs unpinned throughput (2,000/s)",

@@ -28,7 +28,20 @@ pub fn print_baseline(b: &BaselineReport) {
             .collect();
         table(&baseline_cost(&["baseline run", "jobs/s"]), &rows);
     }
-    if let Some(d) = &b.runs.drain {
+    for d in [&b.runs.drain, &b.runs.drain_1m, &b.runs.drain_dead_tuples]
+        .into_iter()
+        .flatten()
+    {
+        println!(
+            "  drain of {} ({}; autovacuum {})",
+            d.jobs,
+            d.analyzed,
+            if d.autovacuum {
+                "on"
+            } else {
+                "off on its tables"
+            }
+        );
         table(
             &baseline_cost(&["baseline run", "jobs/s"]),
             &drain_rows(d, false),

@@ -4,19 +4,23 @@
 //! * `table` — drawing a table, and the cost cells every run's row ends with
 //! * `runs` — rows of the runs both sides make (steady, drain, procs)
 //! * `cost` — scenario `cost`'s table
+//! * `claim_cost` — scenario `claim-cost`'s table
 //! * `baseline` — the baseline's tables and the comparison
 
 mod baseline;
+mod claim_cost;
 mod cost;
 mod runs;
 mod table;
 
+use super::drain::DrainReport;
 use super::fmt::num;
 use super::report::Report;
 use baseline::{print_baseline, print_comparison};
+use claim_cost::print_claim_cost;
 use cost::print_cost;
 use runs::{STEADY_HEAD, drain_rows, print_procs, steady_row};
-use table::{costed, functions, table, with_cost};
+use table::{costed, functions, table, with_cost, with_cost_av};
 
 pub fn print_human(r: &Report) {
     println!();
@@ -29,6 +33,7 @@ pub fn print_human(r: &Report) {
         r.meta.commit.as_deref().unwrap_or("?"),
         r.meta.seconds
     );
+    println!("measured under: {}", r.meta.conditions);
     if let Some(e) = &r.ours.enqueue {
         println!("\nenqueue");
         let rows: Vec<Vec<String>> = e
@@ -53,18 +58,14 @@ pub fn print_human(r: &Report) {
             );
         }
     }
-    if let Some(d) = &r.ours.drain {
-        println!(
-            "\ndrain ({} jobs, {} worker x {}, claim batch {}; {} claims, {} took nothing)",
-            d.jobs,
-            d.workers,
-            d.concurrency,
-            d.claim_batch,
-            d.totals.claim_calls,
-            d.totals.empty_claims
-        );
-        table(&with_cost(&["phase", "jobs/s"]), &drain_rows(d, true));
-        functions("drain, server-side functions", &d.drain_cost);
+    for d in [&r.ours.drain, &r.ours.drain_1m, &r.ours.drain_dead_tuples]
+        .into_iter()
+        .flatten()
+    {
+        print_drain(d);
+    }
+    if let Some(c) = &r.claim_cost {
+        print_claim_cost(c);
     }
     if let Some(s) = &r.ours.steady {
         println!(
@@ -191,4 +192,35 @@ pub fn print_human(r: &Report) {
             println!("  - {n}");
         }
     }
+}
+
+/// One drain of ours: its phases' rows and the functions it called.
+fn print_drain(d: &DrainReport) {
+    println!(
+        "\ndrain ({} jobs, {} worker x {} + leader{}, claim batch {}; {} {:.1} s before; \
+         autovacuum {}; {} claims, {} took nothing)",
+        d.jobs,
+        d.workers,
+        d.concurrency,
+        if d.totals.leader_elected {
+            ", elected"
+        } else {
+            ", not elected"
+        },
+        d.claim_batch,
+        d.analyzed,
+        d.analyze_s,
+        if d.autovacuum {
+            "on"
+        } else {
+            "off on its tables (the dead-tuple phase)"
+        },
+        d.totals.claim_calls,
+        d.totals.empty_claims
+    );
+    table(
+        &with_cost_av(&["phase", "jobs/s"], d.autovacuum),
+        &drain_rows(d, true),
+    );
+    functions("drain, server-side functions", &d.drain_cost);
 }
