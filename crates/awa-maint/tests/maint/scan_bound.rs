@@ -131,6 +131,76 @@ async fn generation_of(pool: &PgPool, job_id: i64) -> i64 {
     .unwrap()
 }
 
+/// A writer held between its ledger read and its insert: a BEFORE INSERT
+/// trigger on ready_entries waits on advisory lock `key` (held by the
+/// returned connection) for entries of kind `job.kind`, and a task
+/// enqueues `job` in an open transaction. Returns once the writer waits in
+/// the trigger: its statement has read the ledger and drawn its lane
+/// position. The task yields the open transaction and the job's id.
+/// (Each test uses its own key: advisory locks are cluster-wide.)
+async fn held_writer(
+    pool: &PgPool,
+    key: i64,
+    job: NewJob,
+) -> (
+    sqlx::pool::PoolConnection<sqlx::Postgres>,
+    tokio::task::JoinHandle<(sqlx::Transaction<'static, sqlx::Postgres>, i64)>,
+) {
+    // Test-made SQL: the key is a number and the kind one of this file's
+    // literals.
+    sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
+        "CREATE FUNCTION public.hold_writer() RETURNS trigger LANGUAGE plpgsql AS $$
+         BEGIN
+             PERFORM pg_advisory_lock_shared({key});
+             PERFORM pg_advisory_unlock_shared({key});
+             RETURN NEW;
+         END $$;
+         CREATE TRIGGER hold_writer BEFORE INSERT ON awa.ready_entries
+             FOR EACH ROW WHEN (NEW.kind = '{}') EXECUTE FUNCTION public.hold_writer();",
+        job.kind
+    )))
+    .execute(pool)
+    .await
+    .unwrap();
+    let mut holder = pool.acquire().await.unwrap();
+    sqlx::query("SELECT pg_advisory_lock($1)")
+        .bind(key)
+        .execute(&mut *holder)
+        .await
+        .unwrap();
+    let mut writer = pool.begin().await.unwrap();
+    let writer_pid: i32 = sqlx::query_scalar("SELECT pg_backend_pid()")
+        .fetch_one(&mut *writer)
+        .await
+        .unwrap();
+    let writing = tokio::spawn(async move {
+        let ids = PgReadyPlane::new(schema())
+            .enqueue(&mut writer, &[job])
+            .await
+            .unwrap();
+        (writer, ids[0].job_id.0)
+    });
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let waiting: bool = sqlx::query_scalar(
+            "SELECT EXISTS (SELECT 1 FROM pg_locks
+                             WHERE pid = $1 AND locktype = 'advisory' AND NOT granted)",
+        )
+        .bind(writer_pid)
+        .fetch_one(pool)
+        .await
+        .unwrap();
+        if waiting {
+            return (holder, writing);
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the writer never reached the trigger"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
 #[tokio::test]
 async fn a_steady_lane_is_claimed_from_the_newest_two_slots_across_rotations() {
     let (_db, pool) = setup().await;
@@ -522,58 +592,9 @@ async fn a_writer_held_across_a_rotation_keeps_its_slot_unsealed_until_it_commit
     let (_db, pool) = setup().await;
     let g = settled_and_fresh(&pool).await;
     assert_eq!(claim_all(&pool, "a", 10, 2).await.len(), 2);
-    sqlx::raw_sql(
-        "CREATE FUNCTION public.hold_writer() RETURNS trigger LANGUAGE plpgsql AS $$
-         BEGIN
-             PERFORM pg_advisory_lock_shared(4242);
-             PERFORM pg_advisory_unlock_shared(4242);
-             RETURN NEW;
-         END $$;
-         CREATE TRIGGER hold_writer BEFORE INSERT ON awa.ready_entries
-             FOR EACH ROW EXECUTE FUNCTION public.hold_writer();",
-    )
-    .execute(&pool)
-    .await
-    .unwrap();
-
-    let mut holder = pool.acquire().await.unwrap();
-    sqlx::query("SELECT pg_advisory_lock(4242)")
-        .execute(&mut *holder)
-        .await
-        .unwrap();
-    let mut writer = pool.begin().await.unwrap();
-    let writer_pid: i32 = sqlx::query_scalar("SELECT pg_backend_pid()")
-        .fetch_one(&mut *writer)
-        .await
-        .unwrap();
-    let writing = tokio::spawn(async move {
-        let ids = PgReadyPlane::new(schema())
-            .enqueue(&mut writer, &[job("a", 1)])
-            .await
-            .unwrap();
-        (writer, ids[0].job_id.0)
-    });
     // The writer's statement has read the ledger (generation g is current
     // to it) and waits in the trigger.
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-    loop {
-        let waiting: bool = sqlx::query_scalar(
-            "SELECT EXISTS (SELECT 1 FROM pg_locks
-                             WHERE pid = $1 AND locktype = 'advisory' AND NOT granted)",
-        )
-        .bind(writer_pid)
-        .fetch_one(&pool)
-        .await
-        .unwrap();
-        if waiting {
-            break;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the writer never reached the trigger"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    let (mut holder, writing) = held_writer(&pool, 4242, job("a", 1)).await;
 
     let rings = PgRings::new(schema());
     let mut conn = pool.acquire().await.unwrap();
@@ -720,57 +741,9 @@ async fn relocation_of_an_unsealed_slot_records_no_position_and_moves_a_late_wri
     let (_db, pool) = setup().await;
     let g = settled_and_fresh(&pool).await;
     assert_eq!(claim_all(&pool, "a", 10, 2).await.len(), 2);
-    sqlx::raw_sql(
-        "CREATE FUNCTION public.hold_writer() RETURNS trigger LANGUAGE plpgsql AS $$
-         BEGIN
-             PERFORM pg_advisory_lock_shared(4243);
-             PERFORM pg_advisory_unlock_shared(4243);
-             RETURN NEW;
-         END $$;
-         CREATE TRIGGER hold_writer BEFORE INSERT ON awa.ready_entries
-             FOR EACH ROW WHEN (NEW.kind = 'late') EXECUTE FUNCTION public.hold_writer();",
-    )
-    .execute(&pool)
-    .await
-    .unwrap();
-    let mut holder = pool.acquire().await.unwrap();
-    sqlx::query("SELECT pg_advisory_lock(4243)")
-        .execute(&mut *holder)
-        .await
-        .unwrap();
     // The late writer: its lane position drawn, its insert held.
-    let mut writer = pool.begin().await.unwrap();
-    let writer_pid: i32 = sqlx::query_scalar("SELECT pg_backend_pid()")
-        .fetch_one(&mut *writer)
-        .await
-        .unwrap();
-    let writing = tokio::spawn(async move {
-        let late = NewJob::new(QueueName::new("a").unwrap(), "late", serde_json::json!({}));
-        let ids = PgReadyPlane::new(schema())
-            .enqueue(&mut writer, &[late])
-            .await
-            .unwrap();
-        (writer, ids[0].job_id.0)
-    });
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-    loop {
-        let waiting: bool = sqlx::query_scalar(
-            "SELECT EXISTS (SELECT 1 FROM pg_locks
-                             WHERE pid = $1 AND locktype = 'advisory' AND NOT granted)",
-        )
-        .bind(writer_pid)
-        .fetch_one(&pool)
-        .await
-        .unwrap();
-        if waiting {
-            break;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the writer never reached the trigger"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    let late = NewJob::new(QueueName::new("a").unwrap(), "late", serde_json::json!({}));
+    let (mut holder, writing) = held_writer(&pool, 4243, late).await;
     // Later jobs of the lane, committed into the same slot, then the ring
     // moves on and a relocation pass moves them out.
     let later = [enqueue(&pool, "a", 10).await, enqueue(&pool, "a", 11).await];
