@@ -370,8 +370,16 @@ async fn check_claim_over_copies(conn: &mut PgConnection, b: &mut Bounds, q: &st
 #[tokio::test]
 async fn hot_path_statements_read_what_they_return_after_analyze() {
     let (_db, pool) = common::setup().await;
-    // History is kept (the default): the slots the backlog moves through
-    // stay as the leader would leave them. One lane alone first, as a
+    // History is kept, for a day: the slots the backlog moves through stay
+    // as the leader would leave them, and prune relocates only what the
+    // ring must rotate onto next (never the backlog's slot here), so the
+    // relocation below is the test's own, whatever the passes it takes the
+    // seal to catch up on a loaded machine.
+    sqlx::query("UPDATE awa.substrate_info SET history_retention = interval '1 day'")
+        .execute(&pool)
+        .await
+        .unwrap();
+    // One lane alone first, as a
     // queue with one backlog is: the statistics then say every entry of
     // the slot is the lane's, and the planner's estimate for `lane_seq >
     // $head` is a third of the whole slot (other queues in the slot make
