@@ -146,25 +146,6 @@ impl Bounds {
     }
 }
 
-/// `n` keyless runnable jobs of queue `q` at `priority`, due at `run_at`
-/// (NULL: now), in one call of the SQL producer function.
-async fn enqueue_sql(pool: &PgPool, q: &str, n: i64, priority: i16, run_at: &str) {
-    // Test-made SQL: `run_at` is one of this file's literals.
-    sqlx::query(sqlx::AssertSqlSafe(format!(
-        "SELECT count(*) FROM awa.enqueue(
-             array_fill($1::text, ARRAY[$2::int]), array_fill('k'::text, ARRAY[$2::int]),
-             array_fill('{{\"n\": 1}}'::jsonb, ARRAY[$2::int]), array_fill($3::smallint, ARRAY[$2::int]),
-             array_fill(({run_at})::timestamptz, ARRAY[$2::int]), array_fill(NULL::int, ARRAY[$2::int]),
-             array_fill(NULL::text, ARRAY[$2::int]), array_fill(NULL::jsonb, ARRAY[$2::int]))"
-    )))
-    .bind(q)
-    .bind(n)
-    .bind(priority)
-    .execute(pool)
-    .await
-    .unwrap();
-}
-
 async fn analyze(pool: &PgPool) {
     sqlx::query("ANALYZE").execute(pool).await.unwrap();
 }
@@ -270,7 +251,7 @@ fn finish_sql(t: &[String; 5], n: usize) -> String {
 /// (it waits for every transaction on the cluster that was running when it
 /// was proposed, other tests' included: a hang guard, not a timing).
 async fn rotate_and_seal(pool: &PgPool) {
-    enqueue_sql(pool, "other", 1, 3, "NULL").await;
+    common::enqueue_sql(pool, "other", 1, 3, "NULL").await;
     let rings = PgRings::new(common::schema());
     let mut conn = pool.acquire().await.unwrap();
     rings.rotate(&mut conn, Ring::Queue, "test").await.unwrap();
@@ -384,7 +365,7 @@ async fn hot_path_statements_read_what_they_return_after_analyze() {
     // the slot is the lane's, and the planner's estimate for `lane_seq >
     // $head` is a third of the whole slot (other queues in the slot make
     // it smaller and hide the plans that read it).
-    enqueue_sql(&pool, "big", BACKLOG, 3, "NULL").await;
+    common::enqueue_sql(&pool, "big", BACKLOG, 3, "NULL").await;
     // Every tenth job of the backlog cancelled while it waits: tombstones
     // the statistics know about, as a queue whose producers cancel some of
     // what they enqueued has. A claim that probes the tombstones per entry
@@ -577,9 +558,9 @@ async fn hot_path_statements_read_what_they_return_after_analyze() {
     // Other queues: a backlog scheduled for tomorrow (promotion finds
     // nothing due) and four lanes (priorities) of one queue (the claim's
     // general statement over every slot).
-    enqueue_sql(&pool, "later", BACKLOG, 3, "now() + interval '1 day'").await;
+    common::enqueue_sql(&pool, "later", BACKLOG, 3, "now() + interval '1 day'").await;
     for p in 1..=4 {
-        enqueue_sql(&pool, "multi", BACKLOG / 4, p, "NULL").await;
+        common::enqueue_sql(&pool, "multi", BACKLOG / 4, p, "NULL").await;
     }
     analyze(&pool).await;
     let _ = explain_claim(&mut conn, "multi", 2, true).await;

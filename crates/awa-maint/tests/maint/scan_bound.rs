@@ -94,6 +94,15 @@ async fn sealed(pool: &PgPool) -> i64 {
         .unwrap()
 }
 
+/// The queue-ring slot generation `generation` was written to.
+async fn slot_of_generation(pool: &PgPool, generation: i64) -> i32 {
+    sqlx::query_scalar("SELECT slot FROM awa.ring_ledger WHERE ring = 'queue' AND generation = $1")
+        .bind(generation)
+        .fetch_one(pool)
+        .await
+        .unwrap()
+}
+
 async fn low_gen(pool: &PgPool, q: &str) -> i64 {
     sqlx::query_scalar("SELECT low_gen FROM awa.lane_heads WHERE queue = $1")
         .bind(q)
@@ -668,23 +677,8 @@ async fn a_writer_held_across_a_rotation_keeps_its_slot_unsealed_until_it_commit
 async fn regression_a_prune_pass_that_relocates_still_moves_the_seal() {
     let (_db, pool) = setup().await;
     let g = settled_and_fresh(&pool).await;
-    sqlx::query(
-        "SELECT count(*) FROM awa.enqueue(
-             array_fill('a'::text, ARRAY[100000]), array_fill('k'::text, ARRAY[100000]),
-             array_fill('{}'::jsonb, ARRAY[100000]), array_fill(3::smallint, ARRAY[100000]),
-             array_fill(NULL::timestamptz, ARRAY[100000]), array_fill(NULL::int, ARRAY[100000]),
-             array_fill(NULL::text, ARRAY[100000]), array_fill(NULL::jsonb, ARRAY[100000]))",
-    )
-    .execute(&pool)
-    .await
-    .unwrap();
-    let backlog_slot: i32 = sqlx::query_scalar(
-        "SELECT slot FROM awa.ring_ledger WHERE ring = 'queue' AND generation = $1",
-    )
-    .bind(g)
-    .fetch_one(&pool)
-    .await
-    .unwrap();
+    common::enqueue_sql(&pool, "a", 100_000, 3, "NULL").await;
+    let backlog_slot = slot_of_generation(&pool, g).await;
     let rings = PgRings::new(schema());
     let mut conn = pool.acquire().await.unwrap();
     rings.rotate(&mut conn, Ring::Queue, "test").await.unwrap();
@@ -747,13 +741,7 @@ async fn relocation_of_an_unsealed_slot_records_no_position_and_moves_a_late_wri
     // Later jobs of the lane, committed into the same slot, then the ring
     // moves on and a relocation pass moves them out.
     let later = [enqueue(&pool, "a", 10).await, enqueue(&pool, "a", 11).await];
-    let slot: i32 = sqlx::query_scalar(
-        "SELECT slot FROM awa.ring_ledger WHERE ring = 'queue' AND generation = $1",
-    )
-    .bind(g)
-    .fetch_one(&pool)
-    .await
-    .unwrap();
+    let slot = slot_of_generation(&pool, g).await;
     let rings = PgRings::new(schema());
     let mut conn = pool.acquire().await.unwrap();
     rings.rotate(&mut conn, Ring::Queue, "test").await.unwrap();

@@ -46,6 +46,26 @@ pub async fn finish_batch(pool: &PgPool, batch: &[(AttemptToken, Finish)]) -> Ve
 /// as it is sealed also set the history retention to 0 (`keep_no_history`).
 pub const ROTATE: Duration = awa_core::bounds::ROTATE_INTERVAL.min;
 
+/// `n` keyless runnable jobs of queue `q` at `priority`, due at `run_at`
+/// (a SQL expression; NULL: now), in one call of the SQL producer
+/// function: the fastest way to a large backlog.
+pub async fn enqueue_sql(pool: &PgPool, q: &str, n: i64, priority: i16, run_at: &str) {
+    // Test-made SQL: `run_at` is a literal of the calling test.
+    sqlx::query(sqlx::AssertSqlSafe(format!(
+        "SELECT count(*) FROM awa.enqueue(
+             array_fill($1::text, ARRAY[$2::int]), array_fill('k'::text, ARRAY[$2::int]),
+             array_fill('{{\"n\": 1}}'::jsonb, ARRAY[$2::int]), array_fill($3::smallint, ARRAY[$2::int]),
+             array_fill(({run_at})::timestamptz, ARRAY[$2::int]), array_fill(NULL::int, ARRAY[$2::int]),
+             array_fill(NULL::text, ARRAY[$2::int]), array_fill(NULL::jsonb, ARRAY[$2::int]))"
+    )))
+    .bind(q)
+    .bind(n)
+    .bind(priority)
+    .execute(pool)
+    .await
+    .unwrap();
+}
+
 /// Keep no terminal history in substrate `awa`: a sealed queue slot may be
 /// retired at once, whatever rotate interval prune is given.
 pub async fn keep_no_history(pool: &PgPool) {
