@@ -19,6 +19,9 @@ CREATE OR REPLACE FUNCTION awa.install_exec_plane(
 DECLARE
     i integer;
 BEGIN
+    -- Batch ids. The default CACHE 1 is load-bearing: claim_floor_advance
+    -- reads last_value as a bound of every id handed out so far, which
+    -- per-session caches would break.
     EXECUTE format('CREATE SEQUENCE IF NOT EXISTS %1$I.claim_batch_seq AS bigint', p_schema);
     EXECUTE format($ddl$
         CREATE TABLE IF NOT EXISTS %1$I.claim_batches (
@@ -70,6 +73,37 @@ BEGIN
     END LOOP;
     -- Rescue looks for old batches (one entry per claim call, not per job).
     EXECUTE format('CREATE INDEX IF NOT EXISTS claim_batches_claimed_idx ON %1$I.claim_batches (claimed_at)', p_schema);
+    -- The read views find the batches claimed since claim_floor's floor
+    -- (below) by their id: one range per slot, however many closed batches
+    -- the ring still holds (one entry per claim call). The primary key
+    -- cannot serve it: its first column, the slot, is not known.
+    EXECUTE format('CREATE INDEX IF NOT EXISTS claim_batches_batch_idx ON %1$I.claim_batches (batch_id)', p_schema);
+
+    -- Where the open claim batches are, so the read views (live_jobs) read
+    -- them without reading the closed ones the claim ring still holds (a
+    -- batch stays in its slot until the slot is truncated). One row, moved
+    -- by the leader's health task (claim_floor_advance, which has the
+    -- proof). The promise: every batch whose batch_id is below `floor` is
+    -- closed (a link of it says open_after = 0), gone with its slot, or
+    -- listed in (open_slots, open_batches); a reader reads the listed ones
+    -- and those from `floor` on. A stale row only costs a reader more
+    -- batches, never a wrong answer. pending_*: the next floor, proposed
+    -- and waiting for the transactions that were running then.
+    -- claim_batch_seq keeps CACHE 1 (above): the proof needs ids handed out
+    -- in the order they are drawn.
+    EXECUTE format($ddl$
+        CREATE TABLE IF NOT EXISTS %1$I.claim_floor (
+            singleton     boolean     PRIMARY KEY DEFAULT true CHECK (singleton),
+            floor         bigint      NOT NULL DEFAULT 0,
+            open_slots    integer[]   NOT NULL DEFAULT '{}',
+            open_batches  bigint[]    NOT NULL DEFAULT '{}',
+            pending_floor bigint,
+            pending_vxids text[],
+            moved_at      timestamptz NOT NULL DEFAULT now(),
+            CHECK (cardinality(open_slots) = cardinality(open_batches)),
+            CHECK ((pending_floor IS NULL) = (pending_vxids IS NULL))
+        ) WITH (fillfactor = 50)$ddl$, p_schema);
+    EXECUTE format('INSERT INTO %1$I.claim_floor DEFAULT VALUES ON CONFLICT DO NOTHING', p_schema);
 
     EXECUTE format($ddl$
         CREATE TABLE IF NOT EXISTS %1$I.leases (

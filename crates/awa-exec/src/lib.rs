@@ -48,4 +48,8 @@ pub const FUNCTIONS: &[(&str, &str)] = &[
     ),
     ("rescue_stale", include_str!("../sql/fn_rescue_stale.sql")),
     ("exec_park", include_str!("../sql/fn_exec_park.sql")),
+    (
+        "claim_floor_advance",
+        include_str!("../sql/fn_claim_floor_advance.sql"),
+    ),
 ];

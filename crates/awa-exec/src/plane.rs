@@ -273,6 +273,21 @@ impl PgExecPlane {
         Ok(done.rows_affected())
     }
 
+    /// Move `claim_floor` up to the batches claimed now, so the read views
+    /// read the open claim batches and the few claimed since, not the
+    /// closed ones the claim ring still holds (`fn_claim_floor_advance.sql`
+    /// has the proof). The leader's health task, before it measures; the
+    /// floor in force afterwards. Outside READ COMMITTED nothing moves.
+    pub async fn advance_claim_floor(&self, conn: &mut PgConnection) -> Result<i64, ExecError> {
+        let floor: i64 = sqlx::query_scalar(statement(
+            include_str!("../sql/call_claim_floor_advance.sql"),
+            &self.schema,
+        ))
+        .fetch_one(conn)
+        .await?;
+        Ok(floor)
+    }
+
     /// What the job's attempts reported with their heartbeats (operators'
     /// view; `None`: nothing reported, or the job has finished).
     pub async fn attempt_progress(

@@ -1,13 +1,22 @@
--- HistoryPlane::job. Each part goes through an index on the job id:
--- live_jobs' branches, terminal_job (not the terminal_jobs view, whose
--- batch branch a filter cannot reach by index) and dlq_entries.
+-- HistoryPlane::job. The live part reads live_jobs, bounded by live work
+-- (the id is a filter on each lane's entries past its head, the open
+-- batches' items, the parked and deferred rows); the terminal part goes
+-- through the indexes on the job id: terminal_job (not the terminal_jobs
+-- view, whose batch branch a filter cannot reach by index) and
+-- dlq_entries.
 --
 -- Then the claim of its latest attempt, while the rings still hold it
 -- (running, or completed since): when it started, which runtime holds or
 -- held it (host and pid from awa.runtimes while it is registered, with how
 -- long ago it last reported itself alive) and the attempt's own heartbeat
--- (long jobs). Finding a batch by job id scans the claim ring's batch rows
--- (one per claim call), as cancel does: an operator path.
+-- (long jobs). No index names a batch's jobs, so the batch is looked for
+-- by when it was claimed (claim_batches_claimed_idx), newest first from
+-- the job's `at` (a running job's is its batch's claimed_at, a completed
+-- one's its finish, which came after its claim) back to a minute before
+-- the job was created (a claim takes only what its statement sees
+-- committed; it may have started a little earlier, never a minute: it
+-- waits at most 50 ms for a lane): the claims of the job's own lifetime,
+-- not every batch the claim ring holds.
 WITH j AS (
     SELECT id, queue, kind, args, priority, state, attempt, max_attempts, run_lease,
            created_at, at, last_error, metadata, attempts, holder
@@ -33,9 +42,15 @@ claim AS (
                    (SELECT max(l.heartbeat_at) FROM {schema}.leases l
                      WHERE l.job_id = j.id AND l.run_lease = j.run_lease) AS heartbeat_at
               FROM j
-              JOIN {schema}.claim_batches b ON j.id = ANY (b.job_ids)
+             CROSS JOIN LATERAL (
+                    SELECT b.claimed_at, b.instance_id FROM {schema}.claim_batches b
+                     WHERE b.claimed_at <= j.at
+                       AND b.claimed_at >= j.created_at - interval '1 minute'
+                       AND j.id = ANY (b.job_ids)
+                       AND b.run_leases[array_position(b.job_ids, j.id)] = j.run_lease
+                     ORDER BY b.claimed_at DESC
+                     LIMIT 1) b
              WHERE j.state IN ('running', 'completed')
-               AND b.run_leases[array_position(b.job_ids, j.id)] = j.run_lease
             UNION ALL
             SELECT p.claimed_at, p.instance_id, p.heartbeat_at
               FROM j

@@ -1,9 +1,13 @@
--- HistoryPlane::queue_stats. Live states are counted where they live;
--- terminal totals come from the folded rollups plus unfolded deltas, so
--- they stay exact after the ring has reclaimed the rows themselves.
+-- HistoryPlane::queue_stats. Live states are counted where they live
+-- (live_job_states: O(lanes + live jobs), no body read); terminal totals
+-- come from the folded rollups plus unfolded deltas, so they stay exact
+-- after the ring has reclaimed the rows themselves. The deltas are one row
+-- per finish call, queue slot, queue and state, folded when their slot is
+-- retired: a read of them costs a row per finish call retained (about one
+-- per hundred jobs under load), not a row per job.
 WITH live AS (
     SELECT queue, state, count(*) AS n
-      FROM {schema}.live_jobs
+      FROM {schema}.live_job_states
      WHERE ($1::text IS NULL OR queue = $1)
      GROUP BY queue, state
     UNION ALL

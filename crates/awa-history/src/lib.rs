@@ -36,6 +36,7 @@ pub const INSTALL_SQL: &str = include_str!("../sql/install_history_plane.sql");
 /// read view (terminal_jobs is created by the DDL above).
 pub const FUNCTIONS: &[(&str, &str)] = &[
     ("jobs", include_str!("../sql/view_jobs.sql")),
+    ("jobs_page", include_str!("../sql/fn_jobs_page.sql")),
     ("routed_jobs", include_str!("../sql/fn_routed_jobs.sql")),
     ("terminal_job", include_str!("../sql/fn_terminal_job.sql")),
     ("job_body", include_str!("../sql/fn_job_body.sql")),

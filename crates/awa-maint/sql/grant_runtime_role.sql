@@ -106,6 +106,9 @@
 --                                   and slot); views read
 --   count_deltas              SID   finish/cancel; prune folds (delete)
 --   claim_batches             SI    claim; finish/heartbeat/rescue read
+--   claim_floor               SU    the health task's claim_floor_advance
+--                                   moves it (the row is made by the
+--                                   installer); the read views read it
 --   claim_closures            SI    finish, exec_park (the guard: the
 --                                   next link's primary key)
 --   leases                    SIU   heartbeat
@@ -117,7 +120,12 @@
 --                                   parent, whose grants apply.
 --   terminal_jobs, live_jobs, jobs (views)
 --                             S     job dump/list, pending, health, stats
---   claim_batch_seq (sequence) USAGE claim (nextval); never setval
+--   live_job_states, lane_entries, open_batch_items (views)
+--                             S     health, stats, pending, storage status
+--                                   (the parts of live_jobs they read)
+--   claim_batch_seq (sequence) USAGE, SELECT  claim (nextval);
+--                                   claim_floor_advance reads last_value;
+--                                   never setval
 --   ready_seq  (sequence)     USAGE, SELECT  ready_append (nextval),
 --                                   ready_take reads last_value
 -- Functions: EXECUTE on the substrate's runtime functions (those the
@@ -187,11 +195,15 @@ DECLARE
         ['substrate', 'count_deltas',             'SELECT, INSERT, DELETE'],
         ['substrate', 'claim_batches',            'SELECT, INSERT'],
         ['substrate', 'claim_closures',           'SELECT, INSERT'],
+        ['substrate', 'claim_floor',              'SELECT, UPDATE'],
         ['substrate', 'leases',                   'SELECT, INSERT, UPDATE'],
         ['substrate', 'terminal_jobs',            'SELECT'],
         ['substrate', 'live_jobs',                'SELECT'],
         ['substrate', 'jobs',                     'SELECT'],
-        ['substrate', 'claim_batch_seq',          'USAGE'],
+        ['substrate', 'live_job_states',          'SELECT'],
+        ['substrate', 'lane_entries',             'SELECT'],
+        ['substrate', 'open_batch_items',         'SELECT'],
+        ['substrate', 'claim_batch_seq',          'USAGE, SELECT'],
         ['substrate', 'ready_seq',                'USAGE, SELECT'],
         ['slot',      'ready_entries',            'SELECT, TRUNCATE'],
         ['slot',      'ready_tombstones',         'SELECT, TRUNCATE'],

@@ -534,8 +534,9 @@ async fn a_database_error_is_reported_without_sql_or_detail() {
     let (_db, pool) = setup().await;
     seed(&pool).await;
     let app = app(&pool, config(true));
-    // Break the read view the job list goes through.
-    sqlx::query("ALTER VIEW awa.jobs RENAME TO jobs_moved_away")
+    // Break a read view the job list goes through (jobs_page reads
+    // live_jobs' parts and history, not the jobs view).
+    sqlx::query("ALTER VIEW awa.live_jobs RENAME TO live_jobs_moved_away")
         .execute(&pool)
         .await
         .unwrap();

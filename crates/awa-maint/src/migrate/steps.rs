@@ -100,4 +100,11 @@ pub(crate) const STEPS: &[(i32, &str, &str)] = &[
         "claims write their batch in one statement",
         include_str!("../../migrations/0013_claims_write_their_batch_in_one_statement.sql"),
     ),
+    (
+        14,
+        "status reads price the live work not the history kept",
+        include_str!(
+            "../../migrations/0014_status_reads_price_the_live_work_not_the_history_kept.sql"
+        ),
+    ),
 ];

@@ -23,6 +23,7 @@ mod rings;
 mod roles;
 mod scan_bound;
 mod sql_bounds;
+mod status_cost;
 mod stragglers;
 mod tidy;
 mod unique_specs;

@@ -22,7 +22,6 @@
 //! row's index). A plan that reads the rest of the lane touches 1 index page
 //! per few hundred waiting jobs (over 300 at 100,000), far past the bound.
 
-use awa_control::rings::{PgRings, Ring};
 use sqlx::{Connection, PgConnection, PgPool};
 use std::time::Duration;
 
@@ -246,59 +245,6 @@ fn finish_sql(t: &[String; 5], n: usize) -> String {
     )
 }
 
-/// One leader pass over the queue ring: a job so the ring has something
-/// new to seal, a rotation, and prune passes until the seal has caught up
-/// (it waits for every transaction on the cluster that was running when it
-/// was proposed, other tests' included: a hang guard, not a timing).
-async fn rotate_and_seal(pool: &PgPool) {
-    common::enqueue_sql(pool, "other", 1, 3, "NULL").await;
-    let rings = PgRings::new(common::schema());
-    let mut conn = pool.acquire().await.unwrap();
-    rings.rotate(&mut conn, Ring::Queue, "test").await.unwrap();
-    let generation: i64 =
-        sqlx::query_scalar("SELECT max(generation) FROM awa.ring_ledger WHERE ring = 'queue'")
-            .fetch_one(&mut *conn)
-            .await
-            .unwrap();
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
-    loop {
-        let sealed: i64 = sqlx::query_scalar("SELECT generation FROM awa.ready_sealed")
-            .fetch_one(&mut *conn)
-            .await
-            .unwrap();
-        if sealed >= generation - 1 {
-            return;
-        }
-        if tokio::time::Instant::now() > deadline {
-            let seal: (i64, Option<i64>, Option<String>) = sqlx::query_as(
-                "SELECT generation, pending_generation, pending_xid::text FROM awa.ready_sealed",
-            )
-            .fetch_one(&mut *conn)
-            .await
-            .unwrap();
-            let ledger: Vec<(i64, String)> = sqlx::query_as(
-                "SELECT generation, xmin::text FROM awa.ring_ledger WHERE ring = 'queue' ORDER BY generation",
-            )
-            .fetch_all(&mut *conn)
-            .await
-            .unwrap();
-            panic!(
-                "the seal did not catch up in 60 s: generation {generation}, seal {seal:?}, ledger {ledger:?}"
-            );
-        }
-        rings
-            .prune(
-                &mut conn,
-                Ring::Queue,
-                Duration::from_millis(100),
-                common::ROTATE,
-            )
-            .await
-            .unwrap();
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
-
 /// The queue-ring slot holding a queue's oldest waiting entry.
 async fn backlog_slot(pool: &PgPool, q: &str) -> i32 {
     sqlx::query_scalar(
@@ -440,7 +386,7 @@ async fn hot_path_statements_read_what_they_return_after_analyze() {
     // that slot sealed. The claim moves the lane's bound (low_gen) only
     // once the backlog has left the older slot; until then every claim
     // checks, and the check must be one probe.
-    rotate_and_seal(&pool).await;
+    common::rotate_and_seal(&pool).await;
     analyze(&pool).await;
     check_claim_over_copies(
         &mut conn,
@@ -457,8 +403,8 @@ async fn hot_path_statements_read_what_they_return_after_analyze() {
 
     // Two more rotations: the backlog is older than the newest two slots
     // and the claim takes the general statement.
-    rotate_and_seal(&pool).await;
-    rotate_and_seal(&pool).await;
+    common::rotate_and_seal(&pool).await;
+    common::rotate_and_seal(&pool).await;
     analyze(&pool).await;
     check_claim_over_copies(
         &mut conn,

@@ -462,11 +462,15 @@ const SUBSTRATE: &[(&str, &str)] = &[
     ("count_deltas", "SID"),
     ("claim_batches", "SI"),
     ("claim_closures", "SI"),
+    ("claim_floor", "SU"),
     ("leases", "SIU"),
     ("terminal_jobs", "S"),
     ("live_jobs", "S"),
     ("jobs", "S"),
-    ("claim_batch_seq", "G"),
+    ("live_job_states", "S"),
+    ("lane_entries", "S"),
+    ("open_batch_items", "S"),
+    ("claim_batch_seq", "GS"),
     ("ready_seq", "GS"),
 ];
 /// Ring families: their slot partitions `<family>_<n>` are read directly

@@ -14,8 +14,8 @@
 //! while healthy jobs ran made them all retryable.
 
 use awa_core::bounds::{
-    self, CLAIM_BATCH, MAINT_LIMIT, PRIORITY, PRIORITY_AGING_STORED, PRUNE_LOCK_TIMEOUT,
-    RESCUE_AFTER, ROTATE_INTERVAL,
+    self, CLAIM_BATCH, LIST_LIMIT, MAINT_LIMIT, PRIORITY, PRIORITY_AGING_STORED,
+    PRUNE_LOCK_TIMEOUT, RESCUE_AFTER, ROTATE_INTERVAL,
 };
 use awa_core::{NewJob, QueueName, SchemaName};
 use awa_exec::{ExecPlane, Frontier, PgExecPlane};
@@ -459,6 +459,13 @@ fn matrix() -> BTreeMap<&'static str, Row> {
         },
     );
 
+    m.insert(
+        "claim_floor_advance",
+        Row::Unbounded(
+            "no arguments: moves the claim floor to what it proves closed, nothing else",
+        ),
+    );
+
     // DLQ.
     m.insert(
         "dlq_retry",
@@ -478,6 +485,17 @@ fn matrix() -> BTreeMap<&'static str, Row> {
     m.insert(
         "terminal_job",
         Row::Unbounded("a job id: a read that finds nothing for an id that names nothing"),
+    );
+    let page = |limit: &str| format!("NULL, NULL, NULL, NULL, NULL, {limit}");
+    m.insert(
+        "jobs_page",
+        Row::Bounded {
+            ok: vec![
+                page(&LIST_LIMIT.min.to_string()),
+                page(&LIST_LIMIT.max.to_string()),
+            ],
+            refused: counts(LIST_LIMIT, page),
+        },
     );
     m.insert(
         "job_body",

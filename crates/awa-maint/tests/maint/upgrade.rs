@@ -63,6 +63,10 @@ const RELEASED: &[(i32, &str)] = &[
         13,
         "dcdf0385ddd833a576c3b7e7df59b34f2759481bf0f90287e9148df4a0fbdbe7",
     ),
+    (
+        14,
+        "76065ad8d57a9120be0b2c929ee490d625b286f2ec9c171456408511824d0a4e",
+    ),
 ];
 
 #[test]

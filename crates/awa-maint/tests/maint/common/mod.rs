@@ -48,11 +48,11 @@ pub const ROTATE: Duration = awa_core::bounds::ROTATE_INTERVAL.min;
 
 /// `n` keyless runnable jobs of queue `q` at `priority`, due at `run_at`
 /// (a SQL expression; NULL: now), in one call of the SQL producer
-/// function: the fastest way to a large backlog.
-pub async fn enqueue_sql(pool: &PgPool, q: &str, n: i64, priority: i16, run_at: &str) {
+/// function: the fastest way to a large backlog. The newest job's id.
+pub async fn enqueue_sql(pool: &PgPool, q: &str, n: i64, priority: i16, run_at: &str) -> i64 {
     // Test-made SQL: `run_at` is a literal of the calling test.
-    sqlx::query(sqlx::AssertSqlSafe(format!(
-        "SELECT count(*) FROM awa.enqueue(
+    sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
+        "SELECT max(job_id) FROM awa.enqueue(
              array_fill($1::text, ARRAY[$2::int]), array_fill('k'::text, ARRAY[$2::int]),
              array_fill('{{\"n\": 1}}'::jsonb, ARRAY[$2::int]), array_fill($3::smallint, ARRAY[$2::int]),
              array_fill(({run_at})::timestamptz, ARRAY[$2::int]), array_fill(NULL::int, ARRAY[$2::int]),
@@ -61,9 +61,9 @@ pub async fn enqueue_sql(pool: &PgPool, q: &str, n: i64, priority: i16, run_at: 
     .bind(q)
     .bind(n)
     .bind(priority)
-    .execute(pool)
+    .fetch_one(pool)
     .await
-    .unwrap();
+    .unwrap()
 }
 
 /// Keep no terminal history in substrate `awa`: a sealed queue slot may be
@@ -131,4 +131,60 @@ pub async fn claim_all(pool: &PgPool, q: &str, limit: i32, expect: usize) -> Vec
         }
     }
     out
+}
+
+/// One leader pass over the queue ring: a job so the ring has something
+/// new to seal, a rotation, and prune passes until the seal has caught up
+/// (it waits for every transaction on the cluster that was running when it
+/// was proposed, other tests' included: a hang guard, not a timing).
+pub async fn rotate_and_seal(pool: &PgPool) {
+    enqueue_sql(pool, "other", 1, 3, "NULL").await;
+    let rings = awa_control::rings::PgRings::new(schema());
+    let mut conn = pool.acquire().await.unwrap();
+    rings
+        .rotate(&mut conn, awa_control::rings::Ring::Queue, "test")
+        .await
+        .unwrap();
+    let generation: i64 =
+        sqlx::query_scalar("SELECT max(generation) FROM awa.ring_ledger WHERE ring = 'queue'")
+            .fetch_one(&mut *conn)
+            .await
+            .unwrap();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let sealed: i64 = sqlx::query_scalar("SELECT generation FROM awa.ready_sealed")
+            .fetch_one(&mut *conn)
+            .await
+            .unwrap();
+        if sealed >= generation - 1 {
+            return;
+        }
+        if tokio::time::Instant::now() > deadline {
+            let seal: (i64, Option<i64>, Option<String>) = sqlx::query_as(
+                "SELECT generation, pending_generation, pending_xid::text FROM awa.ready_sealed",
+            )
+            .fetch_one(&mut *conn)
+            .await
+            .unwrap();
+            let ledger: Vec<(i64, String)> = sqlx::query_as(
+                "SELECT generation, xmin::text FROM awa.ring_ledger WHERE ring = 'queue' ORDER BY generation",
+            )
+            .fetch_all(&mut *conn)
+            .await
+            .unwrap();
+            panic!(
+                "the seal did not catch up in 60 s: generation {generation}, seal {seal:?}, ledger {ledger:?}"
+            );
+        }
+        rings
+            .prune(
+                &mut conn,
+                awa_control::rings::Ring::Queue,
+                Duration::from_millis(100),
+                ROTATE,
+            )
+            .await
+            .unwrap();
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }
