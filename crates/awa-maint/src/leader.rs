@@ -126,6 +126,12 @@ async fn run_set(
         if let Some(r) = &role {
             let _ = r.send(Role::Candidate);
         }
+        // lead_once may have seen the shutdown already (it consumes the
+        // change): waiting for another one would hold a stopping process
+        // for the whole retry interval.
+        if *shutdown.borrow() {
+            return Ok(());
+        }
         tokio::select! {
             _ = tokio::time::sleep(config.retry_interval) => {}
             _ = shutdown.changed() => {}

@@ -135,3 +135,70 @@ async fn a_leader_that_loses_its_lock_connection_steps_down_and_another_leads() 
         h.await.unwrap().unwrap();
     }
 }
+
+/// A candidate told to stop stops at once, wherever it is: in the fencing
+/// wait after winning the lock, or leading. Both consume the stop signal's
+/// change inside one term of leadership; the candidate's loop then waited
+/// for another change for its whole retry interval (a second by default:
+/// every `awa worker run --exit-when-idle` ended a second late). Here the
+/// retry interval is a minute, so a candidate that waits for it fails the
+/// 10 s guard.
+#[tokio::test]
+async fn a_candidate_told_to_stop_stops_without_waiting_out_its_retry_interval() {
+    let db = awa_maint::migrated_test_db().await.unwrap();
+    let pool = db.pool().await.unwrap();
+    for (name, check) in [
+        ("in its fencing wait", Duration::from_secs(30)),
+        ("while leading", Duration::from_millis(100)),
+    ] {
+        let (stop_tx, stop_rx) = watch::channel(false);
+        let (role_tx, mut role_rx) = watch::channel(Role::Candidate);
+        let mut config = LeaderConfig::new();
+        config.retry_interval = Duration::from_secs(60);
+        config.check_interval = check;
+        let instance = config.instance_id;
+        let tasks: Vec<Arc<dyn MaintTask>> = vec![Arc::new(Recorder {
+            who: 0,
+            log: Arc::new(Mutex::new(Vec::new())),
+        })];
+        let handle = tokio::spawn(leader::run(
+            config,
+            pool.clone(),
+            tasks,
+            stop_rx,
+            Some(role_tx),
+        ));
+        // It holds the lock (the row is written before the fencing wait).
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let holder: Option<uuid::Uuid> =
+                sqlx::query_scalar("SELECT instance_id FROM awa.maintenance_leader")
+                    .fetch_optional(&pool)
+                    .await
+                    .unwrap();
+            if holder == Some(instance) {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{name}: the candidate never took the lock"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        if check < Duration::from_secs(1) {
+            assert!(
+                wait_role(&mut role_rx, Role::Leader, Duration::from_secs(10)).await,
+                "{name}: the candidate never started leading"
+            );
+        } else {
+            assert_eq!(*role_rx.borrow(), Role::Candidate, "{name}: still fencing");
+        }
+        stop_tx.send(true).unwrap();
+        let ended = tokio::time::timeout(Duration::from_secs(10), handle).await;
+        assert!(
+            ended.is_ok(),
+            "{name}: the candidate was still running 10 s after it was told to stop"
+        );
+        ended.unwrap().unwrap().unwrap();
+    }
+}
