@@ -289,7 +289,9 @@ impl ClientBuilder {
         self
     }
 
-    /// Most jobs claimed in one round trip (default 128).
+    /// Most jobs claimed in one round trip (default 512,
+    /// `awa_exec::worker::DEFAULT_CLAIM_BATCH`; asked for only when jobs
+    /// prove short).
     pub fn claim_batch(mut self, jobs: usize) -> Self {
         self.claim_batch = Some(jobs);
         self

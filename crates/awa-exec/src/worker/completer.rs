@@ -1,8 +1,9 @@
 //! Batches finished attempts into one guarded `finish` call per batch.
 //!
-//! Handlers hand their result to a channel; this task drains whatever has
-//! accumulated and writes it in one round trip. Under load batches grow by
-//! themselves; when idle a single result is written at once.
+//! Handlers hand their result to a channel; this task sorts them into
+//! [`STREAMS`] streams by claim batch and each stream writes whatever has
+//! accumulated in one round trip, one call at a time. Under load batches
+//! grow by themselves; when idle a single result is written at once.
 //!
 //! A failed write is never retried forever with the same input:
 //! - a transient error (connection, pool, serialization, timeout; see
@@ -47,6 +48,25 @@ type Item = (AttemptToken, Finish);
 /// Where accepted results are reported once committed (lifecycle hooks).
 type Events = Option<mpsc::UnboundedSender<JobEvent>>;
 
+/// Finish calls in flight at once. Results are split into this many
+/// streams by their claim batch, each with at most one call in flight, so
+/// two calls never close items of the same batch at once (that would be
+/// correct, but the loser of the link race waits for the winner's commit
+/// and decides again on the general path), while one stream's commit
+/// overlaps the other's statement: one serial stream kept the server half
+/// idle during a drain (a claim and a finish each waiting on the other's
+/// round trip and WAL flush).
+const STREAMS: usize = 2;
+
+/// One stream's results waiting for their call.
+#[derive(Default)]
+struct Stream {
+    items: Vec<Item>,
+    about: Vec<Option<Arc<About>>>,
+    /// The task writing its call, while one runs.
+    writing: Option<tokio::task::Id>,
+}
+
 pub(crate) async fn run(
     pool: sqlx::PgPool,
     plane: Arc<PgExecPlane>,
@@ -54,19 +74,71 @@ pub(crate) async fn run(
     stats: Arc<Stats>,
     events: Events,
 ) {
-    let mut batch = Vec::with_capacity(MAX_BATCH);
-    let mut about = Vec::with_capacity(MAX_BATCH);
-    while let Some(first) = rx.recv().await {
-        let mut next = Some(first);
-        while let Some((token, finish, job)) = next.take() {
-            batch.push((token, finish));
-            about.push(job);
-            if batch.len() < MAX_BATCH {
-                next = rx.try_recv().ok();
+    let mut streams: Vec<Stream> = (0..STREAMS).map(|_| Stream::default()).collect();
+    // Each call is a task of its own; dropped with this task (shutdown
+    // past its grace aborts it), they are aborted too.
+    let mut writes = tokio::task::JoinSet::new();
+    let mut open = true;
+    loop {
+        // Every idle stream with results writes them: what accumulated
+        // while its previous call ran, up to MAX_BATCH.
+        for stream in streams.iter_mut() {
+            if stream.writing.is_some() || stream.items.is_empty() {
+                continue;
+            }
+            let n = stream.items.len().min(MAX_BATCH);
+            let mut batch: Vec<Item> = stream.items.drain(..n).collect();
+            let mut about: Vec<Option<Arc<About>>> = stream.about.drain(..n).collect();
+            let (pool, plane, stats, events) =
+                (pool.clone(), plane.clone(), stats.clone(), events.clone());
+            let task = writes.spawn(async move {
+                write_batch(&pool, &plane, &mut batch, &mut about, &stats, &events).await;
+            });
+            stream.writing = Some(task.id());
+        }
+        if !open && writes.is_empty() {
+            return;
+        }
+        tokio::select! {
+            item = rx.recv(), if open => {
+                let Some(first) = item else {
+                    open = false;
+                    continue;
+                };
+                let mut next = Some(first);
+                let mut taken = 0;
+                while let Some((token, finish, job)) = next.take() {
+                    let stream = &mut streams[stream_of(&token)];
+                    stream.items.push((token, finish));
+                    stream.about.push(job);
+                    taken += 1;
+                    if taken < STREAMS * MAX_BATCH {
+                        next = rx.try_recv().ok();
+                    }
+                }
+            }
+            Some(ended) = writes.join_next_with_id(), if !writes.is_empty() => {
+                // A call that panicked ends its stream's write too: its
+                // attempts stay open and are rescued once stale.
+                let id = match ended {
+                    Ok((id, ())) => id,
+                    Err(err) => {
+                        tracing::error!(error = %err, "a finish call's task failed; its attempts are rescued once stale");
+                        err.id()
+                    }
+                };
+                for stream in streams.iter_mut().filter(|s| s.writing == Some(id)) {
+                    stream.writing = None;
+                }
             }
         }
-        write_batch(&pool, &plane, &mut batch, &mut about, &stats, &events).await;
     }
+}
+
+/// The stream of a result: by its claim batch, so one batch's items are
+/// always written by the same stream.
+fn stream_of(token: &AttemptToken) -> usize {
+    usize::try_from(token.batch_id.rem_euclid(STREAMS as i64)).unwrap_or(0)
 }
 
 async fn write_batch(

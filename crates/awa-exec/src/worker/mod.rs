@@ -25,7 +25,8 @@ mod engine;
 mod handler;
 
 pub use config::{
-    DEFAULT_CANCEL_GRACE, RECORD_GRACE, RESCUE_BOUND_ADOPTION, SETTINGS_REFRESH, WorkerConfig,
+    DEFAULT_CANCEL_GRACE, DEFAULT_CLAIM_BATCH, RECORD_GRACE, RESCUE_BOUND_ADOPTION,
+    SETTINGS_REFRESH, WorkerConfig,
 };
 pub use handler::{Handler, HandlerResult, JobContext, JobError, Outcome};
 

@@ -212,7 +212,7 @@ async fn wait_for(what: &str, within: Duration, mut cond: impl FnMut() -> bool) 
 /// Claims are sized by the work, not by the permits free at that instant:
 /// at concurrency 16 a claim sized by free permits takes at most 16 jobs,
 /// so 2,000 jobs would need at least 125 claims that take something. The
-/// buffer keeps claims near the claim batch (128) once jobs prove short.
+/// buffer keeps claims large (up to the claim batch) once jobs prove short.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_drain_of_short_jobs_at_concurrency_16_needs_few_claims() {
     const JOBS: usize = 2_000;
