@@ -126,15 +126,11 @@ async fn run_set(
         if let Some(r) = &role {
             let _ = r.send(Role::Candidate);
         }
-        // lead_once may have seen the shutdown already (it consumes the
-        // change): waiting for another one would hold a stopping process
-        // for the whole retry interval.
-        if *shutdown.borrow() {
-            return Ok(());
-        }
+        // lead_once may have seen the shutdown already (`stopped` waits
+        // for the value, not for a change).
         tokio::select! {
             _ = tokio::time::sleep(config.retry_interval) => {}
-            _ = shutdown.changed() => {}
+            _ = crate::shutdown::stopped(&mut shutdown) => {}
         }
     }
 }
@@ -186,7 +182,7 @@ async fn lead_once(
     // once.
     tokio::select! {
         _ = tokio::time::sleep(config.check_interval * 2) => {}
-        _ = shutdown.changed() => {
+        _ = crate::shutdown::stopped(shutdown) => {
             let _ = conn.close().await;
             return Ok(());
         }
@@ -273,7 +269,7 @@ async fn lead_once(
     let result = loop {
         tokio::select! {
             _ = tokio::time::sleep(config.check_interval) => {}
-            _ = shutdown.changed() => break Ok(()),
+            _ = crate::shutdown::stopped(shutdown) => break Ok(()),
         }
         if *shutdown.borrow() {
             break Ok(());

@@ -27,3 +27,12 @@ pub async fn shutdown_signal() {
         std::future::pending::<()>().await;
     }
 }
+
+/// Resolves once `stop` says true, or its sender is gone. Waits for the
+/// value, not for a change: a change the caller (or an earlier wait of the
+/// same receiver) already saw still counts. A maintenance candidate that
+/// waited for a change it had consumed held a stopping process for its
+/// whole retry interval.
+pub(crate) async fn stopped(stop: &mut tokio::sync::watch::Receiver<bool>) {
+    let _ = stop.wait_for(|stopped| *stopped).await;
+}

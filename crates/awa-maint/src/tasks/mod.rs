@@ -219,7 +219,7 @@ pub(crate) async fn run_loop(
         let jitter = base.mul_f64(rand::rng().random_range(0.0..0.2));
         tokio::select! {
             _ = tokio::time::sleep(base + jitter) => {}
-            _ = stop.changed() => return,
+            _ = crate::shutdown::stopped(&mut stop) => return,
         }
         if *stop.borrow() {
             return;
