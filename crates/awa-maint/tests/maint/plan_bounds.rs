@@ -25,7 +25,7 @@
 use sqlx::{Connection, PgConnection, PgPool};
 use std::time::Duration;
 
-use crate::common;
+use crate::common::{self, Explained, explain};
 
 /// Pages any call may touch whatever it returns.
 const FIXED: i64 = 80;
@@ -41,35 +41,11 @@ const PER_COPY: i64 = 6;
 /// The backlog every statement runs over.
 const BACKLOG: i64 = 100_000;
 
-/// What one explained call touched.
-#[derive(Debug)]
-struct Cost {
-    rows: i64,
-    buffers: i64,
-}
-
-/// Run `sql` under EXPLAIN (ANALYZE, BUFFERS) on `conn` and read the top
-/// node: the rows it returned and every shared buffer it touched.
-async fn explain(conn: &mut PgConnection, sql: &str) -> Cost {
-    let plan: serde_json::Value = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
-        "EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) {sql}"
-    )))
-    .fetch_one(&mut *conn)
-    .await
-    .unwrap_or_else(|e| panic!("EXPLAIN {sql}: {e}"));
-    let top = &plan[0]["Plan"];
-    let n = |k: &str| top[k].as_i64().unwrap_or(0);
-    Cost {
-        rows: n("Actual Rows"),
-        buffers: n("Shared Hit Blocks") + n("Shared Read Blocks"),
-    }
-}
-
 /// A read-only statement, explained three times: the cheapest call. A
 /// call right after autovacuum touched one of its tables replans, reading
 /// the catalogs once (about a hundred pages); a plan that reads the lane
 /// pays on every call. Also warms the session.
-async fn explain_settled(conn: &mut PgConnection, sql: &str) -> Cost {
+async fn explain_settled(conn: &mut PgConnection, sql: &str) -> Explained {
     let mut best = explain(conn, sql).await;
     for _ in 0..2 {
         let c = explain(conn, sql).await;
@@ -91,11 +67,11 @@ struct Bounds {
 impl Bounds {
     /// `handled`: the rows the call took or wrote, when its result does not
     /// say (a function returning a count).
-    fn check(&mut self, what: &str, cost: &Cost, handled: Option<i64>) {
+    fn check(&mut self, what: &str, cost: &Explained, handled: Option<i64>) {
         self.check_with(what, cost, handled.unwrap_or(cost.rows), PER_ROW);
     }
 
-    fn check_with(&mut self, what: &str, cost: &Cost, rows: i64, per_row: i64) {
+    fn check_with(&mut self, what: &str, cost: &Explained, rows: i64, per_row: i64) {
         let bound = FIXED + per_row * rows;
         let line = format!(
             "{what:<72} rows {rows:>6}  buffers {:>6}  bound {bound:>6}",
@@ -112,7 +88,7 @@ impl Bounds {
     /// heap page, a descent of the lane index, the BRIN summary and two
     /// sequence draws, about 8 pages; a plan that reads the lane costs its
     /// pages on top.
-    fn check_writes(&mut self, what: &str, cost: &Cost) {
+    fn check_writes(&mut self, what: &str, cost: &Explained) {
         self.check_with(what, cost, cost.rows, PER_WRITTEN_ROW);
     }
 
@@ -121,7 +97,7 @@ impl Bounds {
     /// entry, its tombstone probe and the live copy's probe in another
     /// partition, about PER_COPY pages; reading the rest of the lane would
     /// cost every page of it.
-    fn check_over_copies(&mut self, what: &str, cost: &Cost, read: i64) {
+    fn check_over_copies(&mut self, what: &str, cost: &Explained, read: i64) {
         let copies = (read - cost.rows).max(0);
         let bound = FIXED + PER_ROW * cost.rows + PER_COPY * copies;
         let line = format!(
@@ -154,7 +130,12 @@ async fn analyze(pool: &PgPool) {
 /// frontier takes nothing: other tests' transactions share the cluster),
 /// at most 50 times. A call that took jobs drew a claim batch id (only
 /// this session claims in this database).
-async fn explain_claim(conn: &mut PgConnection, q: &str, limit: i32, expect_jobs: bool) -> Cost {
+async fn explain_claim(
+    conn: &mut PgConnection,
+    q: &str,
+    limit: i32,
+    expect_jobs: bool,
+) -> Explained {
     let sql = format!("SELECT * FROM awa.claim('{q}', {limit}, NULL, NULL, NULL)");
     for _ in 0..50 {
         let before = batch_seq(conn).await;

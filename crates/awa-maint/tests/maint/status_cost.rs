@@ -41,7 +41,7 @@ use awa_maint::tasks::{Health, MaintTask};
 use sqlx::{Connection, PgConnection, PgPool};
 use std::time::{Duration, Instant};
 
-use crate::common;
+use crate::common::{self, Explained};
 
 /// Pages a status read may touch with no live job, whatever history is kept.
 const FIXED: i64 = 250;
@@ -167,36 +167,8 @@ fn statements(history_id: i64, live_id: i64) -> Vec<Stmt> {
     ]
 }
 
-/// What one explained execution did.
-#[derive(Debug)]
-struct Cost {
-    rows: i64,
-    buffers: i64,
-    total_cost: f64,
-    planning_ms: f64,
-    execution_ms: f64,
-    jit: bool,
-}
-
-async fn explain(conn: &mut PgConnection, stmt: &Stmt) -> Cost {
-    let sql = format!(
-        "EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) EXECUTE s{}",
-        stmt.args
-    );
-    let plan: serde_json::Value = sqlx::query_scalar(sqlx::AssertSqlSafe(sql))
-        .fetch_one(&mut *conn)
-        .await
-        .unwrap_or_else(|e| panic!("EXPLAIN {}: {e}", stmt.name));
-    let top = &plan[0]["Plan"];
-    let n = |k: &str| top[k].as_i64().unwrap_or(0);
-    Cost {
-        rows: n("Actual Rows"),
-        buffers: n("Shared Hit Blocks") + n("Shared Read Blocks"),
-        total_cost: top["Total Cost"].as_f64().unwrap_or(0.0),
-        planning_ms: plan[0]["Planning Time"].as_f64().unwrap_or(0.0),
-        execution_ms: plan[0]["Execution Time"].as_f64().unwrap_or(0.0),
-        jit: plan[0].get("JIT").is_some(),
-    }
+async fn explain(conn: &mut PgConnection, stmt: &Stmt) -> Explained {
+    common::explain(conn, &format!("EXECUTE s{}", stmt.args)).await
 }
 
 async fn prepare(conn: &mut PgConnection, stmt: &Stmt) {
@@ -225,7 +197,7 @@ struct Report {
 }
 
 impl Report {
-    fn check(&mut self, state: &str, mode: &str, name: &str, cost: &Cost, live_bound: i64) {
+    fn check(&mut self, state: &str, mode: &str, name: &str, cost: &Explained, live_bound: i64) {
         let bound = live_bound + PER_RETURNED * cost.rows;
         let line = format!(
             "{state:<14} {mode:<8} {name:<48} rows {:>3}  buffers {:>7}  bound {bound:>6}  \
@@ -238,7 +210,7 @@ impl Report {
         }
     }
 
-    fn check_jit(&mut self, state: &str, name: &str, cost: &Cost) {
+    fn check_jit(&mut self, state: &str, name: &str, cost: &Explained) {
         if cost.jit {
             self.breaches.push(format!(
                 "{state:<14} {name:<48} was JIT-compiled with jit = on (estimated cost {:.0} \

@@ -188,3 +188,37 @@ pub async fn rotate_and_seal(pool: &PgPool) {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
+
+/// What one `EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON)` of a statement did:
+/// the top node's rows and every shared buffer it touched, its estimated
+/// cost, and the run's planning and execution time and whether it was
+/// JIT-compiled.
+#[derive(Debug)]
+pub struct Explained {
+    pub rows: i64,
+    pub buffers: i64,
+    pub total_cost: f64,
+    pub planning_ms: f64,
+    pub execution_ms: f64,
+    pub jit: bool,
+}
+
+/// Run `sql` under `EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON)` on `conn`.
+pub async fn explain(conn: &mut sqlx::PgConnection, sql: &str) -> Explained {
+    let plan: serde_json::Value = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
+        "EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) {sql}"
+    )))
+    .fetch_one(&mut *conn)
+    .await
+    .unwrap_or_else(|e| panic!("EXPLAIN {sql}: {e}"));
+    let top = &plan[0]["Plan"];
+    let n = |k: &str| top[k].as_i64().unwrap_or(0);
+    Explained {
+        rows: n("Actual Rows"),
+        buffers: n("Shared Hit Blocks") + n("Shared Read Blocks"),
+        total_cost: top["Total Cost"].as_f64().unwrap_or(0.0),
+        planning_ms: plan[0]["Planning Time"].as_f64().unwrap_or(0.0),
+        execution_ms: plan[0]["Execution Time"].as_f64().unwrap_or(0.0),
+        jit: plan[0].get("JIT").is_some(),
+    }
+}
