@@ -173,3 +173,38 @@ BEGIN
     -- awa.job_uniques and awa.job_id_seq in control_schema.sql.
 END
 $fn$;
+
+-- awa.prefer_lz4(table, columns): store these columns of the table (a ring
+-- family's parent) and of each of its partitions compressed with lz4, when
+-- the server was built with it (else pglz stays, as before).
+--
+-- Why: a claim batch of 512 items is ~18 KB of arrays, past the heap row,
+-- so PostgreSQL compresses its arrays on every insert, and pglz cost about
+-- a millisecond per batch row, 1.5 us of every claimed job (done_batches
+-- the same on the finish side). lz4 is a fifth of that and decompresses
+-- at least as fast. Only what differs is altered, so a refresh of an
+-- installed substrate takes no lock it does not need; the rows written
+-- before keep their method (a value says how it was compressed).
+CREATE OR REPLACE FUNCTION awa.prefer_lz4(p_table regclass, p_columns text[])
+RETURNS void LANGUAGE plpgsql SECURITY INVOKER AS $fn$
+DECLARE
+    r record;
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_settings s
+                    WHERE s.name = 'default_toast_compression' AND 'lz4' = ANY (s.enumvals)) THEN
+        RETURN;
+    END IF;
+    FOR r IN
+        SELECT a.attrelid::regclass AS rel, a.attname
+          FROM pg_catalog.pg_attribute a
+         WHERE a.attrelid IN (SELECT p_table
+                              UNION ALL
+                              SELECT i.inhrelid FROM pg_catalog.pg_inherits i WHERE i.inhparent = p_table)
+           AND a.attname = ANY (p_columns) AND NOT a.attisdropped
+           AND a.attcompression IS DISTINCT FROM 'l'
+         ORDER BY a.attrelid, a.attnum
+    LOOP
+        EXECUTE format('ALTER TABLE %s ALTER COLUMN %I SET COMPRESSION lz4', r.rel, r.attname);
+    END LOOP;
+END
+$fn$;

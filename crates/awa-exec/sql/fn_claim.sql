@@ -87,7 +87,11 @@ BEGIN
     -- take itself.
     RETURN QUERY
     WITH t AS MATERIALIZED (
-        SELECT x.*, count(x.job_id) OVER (ORDER BY x.n) AS it
+        -- it: the item number. Both takes return either the rows taken
+        -- or one row without a job (carrying only the frontier), never
+        -- both, so the i-th row is item i. (A running count over the rows
+        -- sorted them, args and all, once more per claim.)
+        SELECT x.*, x.n AS it
           FROM (SELECT r.*, r.ord AS n
                   FROM {schema}.ready_take(p_queue, p_limit, p_cand_seq, p_cand_xid, v_aging)
                        WITH ORDINALITY AS r(job_id, slot, lane_seq, kind, args, priority, attempt,

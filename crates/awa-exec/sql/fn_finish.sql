@@ -110,8 +110,16 @@ BEGIN
                b.claimed_at, b.instance_id
           FROM (SELECT DISTINCT i.claim_slot, i.batch_id FROM input i) k
          CROSS JOIN LATERAL (
-                SELECT b.* FROM {schema}.claim_batches b
-                 WHERE b.slot = k.claim_slot AND b.batch_id = k.batch_id) b
+                -- Each array read whole once (`[:]`, as in finish's lean
+                -- path): subscripts of the stored, compressed arrays
+                -- would decompress one per item read.
+                SELECT b.slot, b.batch_id, b.queue, b.job_ids[:] AS job_ids,
+                       b.run_leases[:] AS run_leases, b.attempts[:] AS attempts,
+                       b.ready_slots[:] AS ready_slots, b.ready_seqs[:] AS ready_seqs,
+                       b.priorities[:] AS priorities, b.shards[:] AS shards, b.keyed,
+                       b.claimed_at, b.instance_id
+                  FROM {schema}.claim_batches b
+                 WHERE b.slot = k.claim_slot AND b.batch_id = k.batch_id LIMIT 1) b
          CROSS JOIN LATERAL (
                 SELECT coalesce(max(c.link), 0) AS last_link,
                        coalesce((SELECT array_agg(x) FROM {schema}.claim_closures c2, unnest(c2.items) x
@@ -440,20 +448,37 @@ BEGIN
         -- call still writes one count delta per slot, queue and state.
         -- Set-based: a loop over the items in PL/pgSQL cost about 15 us an
         -- item, most of a drain's finish time.
-        WITH inp AS (
-            SELECT i.job_id, i.run_lease, i.batch_id, i.item, i.ord
+        WITH inp AS MATERIALIZED (
+            -- (named: how many times this call names the item)
+            SELECT i.job_id, i.run_lease, i.batch_id, i.item, i.ord,
+                   count(*) OVER (PARTITION BY i.batch_id, i.item) AS named
               FROM unnest(p_job_ids, p_run_leases, p_batch_ids, p_items)
                    WITH ORDINALITY AS i(job_id, run_lease, batch_id, item, ord)
         ),
         bat AS MATERIALIZED (
             -- LATERAL: index probes per batch, whatever the planner
             -- thinks of the batch count.
+            -- The arrays are read whole (`[:]`) once per batch: a batch
+            -- row's arrays are stored compressed (a few KB each), and a
+            -- subscript of a stored array decompresses all of it, so read
+            -- per item seven subscripts of 512-element arrays were two
+            -- thirds of a finish. A whole-array slice is a plain copy,
+            -- materialized here, whose subscripts cost what an offset
+            -- costs (fixed-width elements, no NULLs). (No sort may run
+            -- above the join with it: it would copy the arrays per item.)
             SELECT k.batch_id, b.queue, b.job_ids, b.run_leases, b.attempts, b.ready_slots,
-                   b.ready_seqs, b.priorities, b.shards, b.keyed, ch.last_link, ch.closed
+                   b.ready_seqs, b.priorities, b.shards, b.keyed, cardinality(b.job_ids) AS size,
+                   ch.last_link, ch.closed
               FROM (SELECT DISTINCT i.batch_id FROM inp i) k
               LEFT JOIN LATERAL (
-                    SELECT bb.* FROM {schema}.claim_batches bb
-                     WHERE bb.slot = v_slot AND bb.batch_id = k.batch_id) b ON true
+                    -- (LIMIT 1: a subquery the planner cannot pull up
+                    -- into a join that reads the whole partition.)
+                    SELECT bb.queue, bb.job_ids[:] AS job_ids, bb.run_leases[:] AS run_leases,
+                           bb.attempts[:] AS attempts, bb.ready_slots[:] AS ready_slots,
+                           bb.ready_seqs[:] AS ready_seqs, bb.priorities[:] AS priorities,
+                           bb.shards[:] AS shards, bb.keyed
+                      FROM {schema}.claim_batches bb
+                     WHERE bb.slot = v_slot AND bb.batch_id = k.batch_id LIMIT 1) b ON true
              CROSS JOIN LATERAL (
                     SELECT coalesce(max(c.link), 0) AS last_link,
                            coalesce(array_agg(x) FILTER (WHERE x IS NOT NULL), '{}') AS closed
@@ -470,8 +495,8 @@ BEGIN
                    -- lists it, and this call names it once.
                    coalesce(b.job_ids[i.item] = i.job_id AND b.run_leases[i.item] = i.run_lease
                             AND NOT (i.item = ANY (b.closed)), false)
-                     AND count(*) OVER (PARTITION BY i.batch_id, i.item) = 1 AS open,
-                   b.last_link, cardinality(b.job_ids) - cardinality(b.closed) AS open_before
+                     AND i.named = 1 AS open,
+                   b.last_link, b.size - cardinality(b.closed) AS open_before
               FROM inp i
               LEFT JOIN bat b ON b.batch_id = i.batch_id
         ),

@@ -71,6 +71,10 @@ BEGIN
         EXECUTE format('CREATE TABLE IF NOT EXISTS %1$I.%2$I PARTITION OF %1$I.claim_closures FOR VALUES IN (%3$s)',
                        p_schema, 'claim_closures_' || i, i);
     END LOOP;
+    PERFORM awa.prefer_lz4(format('%I.claim_batches', p_schema)::regclass,
+                           ARRAY['body_slots', 'job_ids', 'run_leases', 'attempts', 'ready_slots',
+                                 'ready_seqs', 'priorities', 'shards', 'keyed']);
+    PERFORM awa.prefer_lz4(format('%I.claim_closures', p_schema)::regclass, ARRAY['items', 'outcomes']);
     -- Rescue looks for old batches (one entry per claim call, not per job).
     EXECUTE format('CREATE INDEX IF NOT EXISTS claim_batches_claimed_idx ON %1$I.claim_batches (claimed_at)', p_schema);
     -- The read views find the batches claimed since claim_floor's floor

@@ -64,6 +64,8 @@ BEGIN
         EXECUTE format('CREATE TABLE IF NOT EXISTS %1$I.%2$I PARTITION OF %1$I.done_batches FOR VALUES IN (%3$s) WITH (toast_tuple_target = 8160)',
                        p_schema, 'done_batches_' || i, i);
     END LOOP;
+    PERFORM awa.prefer_lz4(format('%I.done_batches', p_schema)::regclass,
+                           ARRAY['job_ids', 'run_leases', 'attempts', 'ready_seqs', 'priorities', 'shards']);
     -- job dump / list by id: which batches may hold a job (one entry per
     -- batch row, not per job).
     EXECUTE format('CREATE INDEX IF NOT EXISTS done_batches_jobs_idx ON %1$I.done_batches USING gist (int8range(lo_job_id, hi_job_id, ''[]''))', p_schema);

@@ -11,7 +11,7 @@
 //! ones, released on shutdown, and rescued if the worker dies.
 
 use super::{About, Done, InFlight, Stats, handler::*};
-use crate::{ExecError, ExecPlane, Finish, Frontier, PgExecPlane};
+use crate::{ExecError, Finish, Frontier, PgExecPlane};
 use awa_core::QueueName;
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
@@ -155,7 +155,11 @@ pub(crate) async fn run(d: Dispatcher) {
     let mut settle = SETTLE_FIRST;
     let mut buffer = Buffer::default();
     // Counts and bytes are both bounded: at most `max_buffer` jobs wait.
-    let max_buffer = d.batch.max(2 * d.concurrency);
+    // Two claims' worth: the refill below starts when half is gone, so
+    // with short jobs a whole claim still waits while the next one runs
+    // (at one claim's worth, the buffer ran dry during every claim and
+    // the claim stream, the drain's bottleneck, idled between claims).
+    let max_buffer = (2 * d.batch).max(2 * d.concurrency);
     let avg_job_us = Arc::new(AtomicU64::new(0));
     let mut hold = Hold::None;
     let mut claim: Option<std::pin::Pin<Box<dyn Future<Output = ClaimResult> + Send>>> = None;
@@ -315,8 +319,10 @@ async fn claim_once(
 ) -> ClaimResult {
     let result = async {
         let mut conn = pool.acquire().await?;
+        // Its own transaction (a pooled connection is idle): see
+        // claim_committing_async for why it need not wait for the flush.
         plane
-            .claim(
+            .claim_committing_async(
                 &mut conn,
                 &queue,
                 i32::try_from(want).unwrap_or(i32::MAX),

@@ -107,4 +107,11 @@ pub(crate) const STEPS: &[(i32, &str, &str)] = &[
             "../../migrations/0014_status_reads_price_the_live_work_not_the_history_kept.sql"
         ),
     ),
+    (
+        15,
+        "finish reads batch arrays once claims skip absent tombstones and ring arrays compress with lz4",
+        include_str!(
+            "../../migrations/0015_finish_reads_batch_arrays_once_claims_skip_absent_tombstones_and_ring_arrays_compress_with_lz4.sql"
+        ),
+    ),
 ];

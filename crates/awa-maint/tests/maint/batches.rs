@@ -641,3 +641,52 @@ async fn finish_retrying_40001(
     }
     panic!("finish lost the race 50 calls in a row")
 }
+
+/// The worker's claim commits without waiting for the WAL flush, and only
+/// its own commit: the setting lasts until the end of the claim's own
+/// transaction and the session's value holds again for the next statement
+/// on the same connection (a finish on it, say, still waits). What it
+/// claims is what `claim` would, and the finish of it is accepted.
+#[tokio::test]
+async fn the_workers_claim_commits_asynchronously_and_only_itself() {
+    let (_db, pool) = setup().await;
+    enqueue_jobs(&pool, &jobs("async_claim", 5)).await;
+    let plane = PgExecPlane::new(schema());
+    let q = QueueName::new("async_claim").unwrap();
+    let mut conn = pool.acquire().await.unwrap();
+    // The test servers run with synchronous_commit off; this session says on.
+    sqlx::query("SET synchronous_commit = on")
+        .execute(&mut *conn)
+        .await
+        .unwrap();
+    let mut frontier = awa_exec::Frontier::default();
+    let mut claimed = Vec::new();
+    for _ in 0..200 {
+        let got = plane
+            .claim_committing_async(&mut conn, &q, 10, &mut frontier, None)
+            .await
+            .unwrap();
+        claimed.extend(got);
+        if claimed.len() == 5 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    assert_eq!(claimed.len(), 5, "the async claim takes what claim would");
+    let after: String = sqlx::query_scalar("SHOW synchronous_commit")
+        .fetch_one(&mut *conn)
+        .await
+        .unwrap();
+    assert_eq!(
+        after, "on",
+        "the claim's setting outlived its own transaction"
+    );
+    let done = plane
+        .finish(&mut conn, &complete_all(&claimed))
+        .await
+        .unwrap();
+    assert!(done.iter().all(|f| f.accepted), "{done:?}");
+    for j in &claimed {
+        assert_eq!(state_of(&pool, j.token.job_id).await, "completed");
+    }
+}
