@@ -114,4 +114,9 @@ pub(crate) const STEPS: &[(i32, &str, &str)] = &[
             "../../migrations/0015_finish_reads_batch_arrays_once_claims_skip_absent_tombstones_and_ring_arrays_compress_with_lz4.sql"
         ),
     ),
+    (
+        16,
+        "open batch items skip batches their links closed",
+        include_str!("../../migrations/0016_open_batch_items_skip_batches_their_links_closed.sql"),
+    ),
 ];

@@ -71,6 +71,10 @@ const RELEASED: &[(i32, &str)] = &[
         15,
         "1029e68bef1d97160fa65d757485035b29a75d5d17510b4c66ba77ec82cc3861",
     ),
+    (
+        16,
+        "d79fbf2d5bad84e826846a5bd28e278e8ea104767c95031ebd6079ede03b6515",
+    ),
 ];
 
 #[test]
