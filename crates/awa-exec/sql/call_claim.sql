@@ -1,4 +1,5 @@
 -- ExecPlane::claim. The frontier's xid8 travels as text: sqlx has no type for it.
+-- The columns are read by position (PgExecPlane::claim_rows): keep the order.
 -- $6: this statement is its own transaction (PgExecPlane::
 -- claim_committing_async): it commits without waiting for the WAL flush
 -- (set_config(.., true) lasts until the commit of the transaction it runs

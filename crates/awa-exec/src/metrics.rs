@@ -95,9 +95,9 @@ pub fn enqueued(queue: &str, kind: &str) {
     }
 }
 
-pub(crate) fn claimed(queue: &str, kind: &str) {
+pub(crate) fn claimed(queue: &str, kind: &str, n: u64) {
     if let Some(m) = INSTRUMENTS.get() {
-        m.claimed.add(1, &labels(queue, kind));
+        m.claimed.add(n, &labels(queue, kind));
     }
 }
 
