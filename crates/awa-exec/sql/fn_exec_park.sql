@@ -97,18 +97,11 @@ BEGIN
                e.kind, e.args, e.priority, e.max_attempts, e.created_at, e.unique_key, e.metadata,
                e.attempts
           FROM unnest(v_slots, v_batches, v_items) AS k(slot, batch_id, item)
-          -- Each batch's arrays read whole once (`[:]`): a subscript of
-          -- the stored, compressed array decompresses all of it, per item.
-          JOIN (SELECT b.slot, b.batch_id, b.queue, b.claimed_at, b.instance_id,
-                       b.job_ids[:] AS job_ids, b.run_leases[:] AS run_leases,
-                       b.attempts[:] AS attempts, b.ready_slots[:] AS ready_slots,
-                       b.ready_seqs[:] AS ready_seqs, b.priorities[:] AS priorities,
-                       b.shards[:] AS shards
+          -- Each batch's arrays read whole once (claim_batch_whole).
+          JOIN (SELECT b.*
                   FROM (SELECT DISTINCT u.slot, u.batch_id
                           FROM unnest(v_slots, v_batches) AS u(slot, batch_id)) u
-                 CROSS JOIN LATERAL (
-                        SELECT bb.* FROM {schema}.claim_batches bb
-                         WHERE bb.slot = u.slot AND bb.batch_id = u.batch_id LIMIT 1) b
+                 CROSS JOIN LATERAL {schema}.claim_batch_whole(u.slot, u.batch_id) b
                 OFFSET 0) b ON b.slot = k.slot AND b.batch_id = k.batch_id
           JOIN {schema}.ready_entries e
             ON e.slot = b.ready_slots[k.item] AND e.queue = b.queue

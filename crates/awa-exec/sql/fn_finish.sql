@@ -109,17 +109,8 @@ BEGIN
                b.ready_slots, b.ready_seqs, b.priorities, b.shards, b.keyed, ch.last_link, ch.closed,
                b.claimed_at, b.instance_id
           FROM (SELECT DISTINCT i.claim_slot, i.batch_id FROM input i) k
-         CROSS JOIN LATERAL (
-                -- Each array read whole once (`[:]`, as in finish's lean
-                -- path): subscripts of the stored, compressed arrays
-                -- would decompress one per item read.
-                SELECT b.slot, b.batch_id, b.queue, b.job_ids[:] AS job_ids,
-                       b.run_leases[:] AS run_leases, b.attempts[:] AS attempts,
-                       b.ready_slots[:] AS ready_slots, b.ready_seqs[:] AS ready_seqs,
-                       b.priorities[:] AS priorities, b.shards[:] AS shards, b.keyed,
-                       b.claimed_at, b.instance_id
-                  FROM {schema}.claim_batches b
-                 WHERE b.slot = k.claim_slot AND b.batch_id = k.batch_id LIMIT 1) b
+         -- (Its arrays read whole once: claim_batch_whole.)
+         CROSS JOIN LATERAL {schema}.claim_batch_whole(k.claim_slot, k.batch_id) b
          CROSS JOIN LATERAL (
                 SELECT coalesce(max(c.link), 0) AS last_link,
                        coalesce((SELECT array_agg(x) FROM {schema}.claim_closures c2, unnest(c2.items) x
@@ -457,28 +448,14 @@ BEGIN
         ),
         bat AS MATERIALIZED (
             -- LATERAL: index probes per batch, whatever the planner
-            -- thinks of the batch count.
-            -- The arrays are read whole (`[:]`) once per batch: a batch
-            -- row's arrays are stored compressed (a few KB each), and a
-            -- subscript of a stored array decompresses all of it, so read
-            -- per item seven subscripts of 512-element arrays were two
-            -- thirds of a finish. A whole-array slice is a plain copy,
-            -- materialized here, whose subscripts cost what an offset
-            -- costs (fixed-width elements, no NULLs). (No sort may run
-            -- above the join with it: it would copy the arrays per item.)
+            -- thinks of the batch count. The arrays are read whole once
+            -- (claim_batch_whole), materialized here; no sort runs above
+            -- the join with it.
             SELECT k.batch_id, b.queue, b.job_ids, b.run_leases, b.attempts, b.ready_slots,
                    b.ready_seqs, b.priorities, b.shards, b.keyed, cardinality(b.job_ids) AS size,
                    ch.last_link, ch.closed
               FROM (SELECT DISTINCT i.batch_id FROM inp i) k
-              LEFT JOIN LATERAL (
-                    -- (LIMIT 1: a subquery the planner cannot pull up
-                    -- into a join that reads the whole partition.)
-                    SELECT bb.queue, bb.job_ids[:] AS job_ids, bb.run_leases[:] AS run_leases,
-                           bb.attempts[:] AS attempts, bb.ready_slots[:] AS ready_slots,
-                           bb.ready_seqs[:] AS ready_seqs, bb.priorities[:] AS priorities,
-                           bb.shards[:] AS shards, bb.keyed
-                      FROM {schema}.claim_batches bb
-                     WHERE bb.slot = v_slot AND bb.batch_id = k.batch_id LIMIT 1) b ON true
+              LEFT JOIN LATERAL {schema}.claim_batch_whole(v_slot, k.batch_id) b ON true
              CROSS JOIN LATERAL (
                     SELECT coalesce(max(c.link), 0) AS last_link,
                            coalesce(array_agg(x) FILTER (WHERE x IS NOT NULL), '{}') AS closed

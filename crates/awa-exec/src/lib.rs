@@ -39,6 +39,10 @@ pub const FUNCTIONS: &[(&str, &str)] = &[
     ("limit_take", include_str!("../sql/fn_limit_take.sql")),
     ("limit_record", include_str!("../sql/fn_limit_record.sql")),
     ("attempt_push", include_str!("../sql/fn_attempt_push.sql")),
+    (
+        "claim_batch_whole",
+        include_str!("../sql/fn_claim_batch_whole.sql"),
+    ),
     ("finish", include_str!("../sql/fn_finish.sql")),
     ("heartbeat", include_str!("../sql/fn_heartbeat.sql")),
     ("cancel_job", include_str!("../sql/fn_cancel_job.sql")),

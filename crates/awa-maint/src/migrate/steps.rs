@@ -119,4 +119,9 @@ pub(crate) const STEPS: &[(i32, &str, &str)] = &[
         "open batch items skip batches their links closed",
         include_str!("../../migrations/0016_open_batch_items_skip_batches_their_links_closed.sql"),
     ),
+    (
+        17,
+        "claim batches are read whole through one function",
+        include_str!("../../migrations/0017_claim_batches_are_read_whole_through_one_function.sql"),
+    ),
 ];

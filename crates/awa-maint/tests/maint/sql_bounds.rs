@@ -506,6 +506,10 @@ fn matrix() -> BTreeMap<&'static str, Row> {
         Row::Unbounded("job ids: one that names no kept failure retries nothing"),
     );
     m.insert(
+        "claim_batch_whole",
+        Row::Unbounded("a read of one claim batch by its primary key, writes nothing"),
+    );
+    m.insert(
         "attempt_push",
         Row::Unbounded(
             "a pure function: returns the records with one more (the latest 25 kept), writes \
