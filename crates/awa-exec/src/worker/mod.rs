@@ -193,6 +193,33 @@ pub struct Worker {
     hooks: Vec<EventHook>,
     stats: Arc<Stats>,
     routing: Option<watch::Receiver<Routing>>,
+    /// Every dispatcher's wake-up, by queue (the listener's, and
+    /// [`ClaimNow`]'s).
+    wakers: Wakers,
+}
+
+/// Asks a running worker's dispatchers to claim at once instead of waiting
+/// for a notification or their poll (see [`Worker::claim_now`]).
+#[derive(Clone)]
+pub struct ClaimNow(Wakers);
+
+impl std::fmt::Debug for ClaimNow {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClaimNow").finish_non_exhaustive()
+    }
+}
+
+impl ClaimNow {
+    /// Wake every idle dispatcher, as a notification would: each makes a
+    /// claim. A dispatcher not waiting keeps one wake-up for when it next
+    /// idles, so asking many times at once makes at most two claims.
+    pub fn claim_now(&self) {
+        for list in self.0.lock().expect("wakers lock").values() {
+            for wake in list {
+                wake.notify_one();
+            }
+        }
+    }
 }
 
 impl std::fmt::Debug for Worker {
@@ -260,7 +287,16 @@ impl Worker {
             hooks: Vec::new(),
             stats: Arc::new(Stats::default()),
             routing: None,
+            wakers: Default::default(),
         }
+    }
+
+    /// A handle that makes the dispatchers claim now, for a watcher that
+    /// needs the worker's own word (an empty claim) that nothing is left,
+    /// without waiting up to a poll interval for it (`awa worker run
+    /// --exit-when-idle`). Works before and while [`Worker::run`] runs.
+    pub fn claim_now(&self) -> ClaimNow {
+        ClaimNow(self.wakers.clone())
     }
 
     /// Claim from the substrates `routing` reads, following its changes
@@ -442,7 +478,7 @@ impl Worker {
                 .collect(),
             stats: self.stats.clone(),
             events: event_tx,
-            wakers: Default::default(),
+            wakers: self.wakers.clone(),
             attempts: Default::default(),
         };
         let listener = tokio::spawn(dispatcher::listen(

@@ -585,3 +585,58 @@ fn worker_polling_once_a_minute(
     }));
     (stats, stop_tx, run)
 }
+
+/// `Worker::claim_now` (what `worker run --exit-when-idle` asks for before
+/// each idle check) makes an idle dispatcher claim once, at once, with no
+/// notification and its poll a minute away; asked many times at once, it
+/// claims at most twice (the wake-up taken and the one kept), not once
+/// per ask.
+#[tokio::test]
+async fn claim_now_makes_an_idle_worker_claim_once_without_waiting_for_the_poll() {
+    let db = awa_maint::migrated_test_db().await.unwrap();
+    let pool = db.pool().await.unwrap();
+    let q = QueueName::new("prodded").unwrap();
+    let mut config = WorkerConfig::new(schema(), vec![(q.clone(), 4)]);
+    config.poll_interval = Duration::from_secs(60);
+    let mut worker = Worker::new(pool.clone(), config);
+    worker.register("noop", Recorder::default());
+    let stats = worker.stats();
+    let claim_now = worker.claim_now();
+    let (stop_tx, mut stop_rx) = tokio::sync::watch::channel(false);
+    let run = tokio::spawn(worker.run(async move {
+        let _ = stop_rx.wait_for(|s| *s).await;
+    }));
+    wait_for(
+        "the worker never went idle",
+        Duration::from_secs(20),
+        || stats.snapshot().empty_claims >= 1,
+    )
+    .await;
+    let before = stats.snapshot().empty_claims;
+    claim_now.claim_now();
+    wait_for(
+        "claim_now did not make the idle dispatcher claim",
+        Duration::from_secs(20),
+        || stats.snapshot().empty_claims > before,
+    )
+    .await;
+    // Many asks at once: one wakes it, one is kept: two claims at most.
+    let before = stats.snapshot().empty_claims;
+    for _ in 0..50 {
+        claim_now.claim_now();
+    }
+    wait_for(
+        "claim_now did not make the idle dispatcher claim again",
+        Duration::from_secs(20),
+        || stats.snapshot().empty_claims > before,
+    )
+    .await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let claims = stats.snapshot().empty_claims - before;
+    assert!(
+        claims <= 2,
+        "fifty asks made {claims} claims, more than the two one wake-up and one kept one make"
+    );
+    stop_tx.send(true).unwrap();
+    assert_eq!(run.await.unwrap().unwrap().claimed, 0);
+}
