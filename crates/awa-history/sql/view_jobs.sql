@@ -7,7 +7,11 @@
 --                     each reader probes the tombstones' primary key per
 --                     entry it keeps (a scalar subquery, which the planner
 --                     never turns into a join over every tombstone; LIMIT 1
---                     prices it as the one partition it reads)
+--                     prices it as the one partition it reads), and only
+--                     when some tombstone exists (one probe, an InitPlan:
+--                     the per-entry probe, partitions pruned at each, was
+--                     two thirds of publish_health over 100,000 available
+--                     jobs, 190 -> 65 ms)
 --   open_batch_items  the open items of the claim batches claim_floor
 --                     lists and of those claimed from its floor on, never
 --                     the closed batches below it
@@ -94,7 +98,8 @@ SELECT u.job_id, b.queue,
 CREATE OR REPLACE VIEW {schema}.live_job_states AS
 SELECT e.job_id AS id, e.queue, 'available'::text AS state, e.ready_at AS at
   FROM {schema}.lane_entries e
- WHERE (SELECT true FROM {schema}.ready_tombstones t
+ WHERE NOT (SELECT EXISTS (SELECT 1 FROM {schema}.ready_tombstones t))
+    OR (SELECT true FROM {schema}.ready_tombstones t
          WHERE t.slot = e.slot AND t.job_id = e.job_id AND t.lane_seq = e.lane_seq
          LIMIT 1) IS NULL
 UNION ALL
@@ -137,7 +142,8 @@ SELECT e.job_id AS id, e.queue, e.kind, e.args, e.priority, 'available'::text AS
        e.attempt, e.max_attempts, e.run_lease, e.created_at, e.ready_at AS at,
        NULL::text AS last_error, e.metadata, e.attempts, NULL::uuid AS holder
   FROM {schema}.lane_entries e
- WHERE (SELECT true FROM {schema}.ready_tombstones t
+ WHERE NOT (SELECT EXISTS (SELECT 1 FROM {schema}.ready_tombstones t))
+    OR (SELECT true FROM {schema}.ready_tombstones t
          WHERE t.slot = e.slot AND t.job_id = e.job_id AND t.lane_seq = e.lane_seq
          LIMIT 1) IS NULL
 UNION ALL

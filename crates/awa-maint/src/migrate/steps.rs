@@ -124,4 +124,11 @@ pub(crate) const STEPS: &[(i32, &str, &str)] = &[
         "claim batches are read whole through one function",
         include_str!("../../migrations/0017_claim_batches_are_read_whole_through_one_function.sql"),
     ),
+    (
+        18,
+        "status reads probe tombstones only when some exist",
+        include_str!(
+            "../../migrations/0018_status_reads_probe_tombstones_only_when_some_exist.sql"
+        ),
+    ),
 ];
