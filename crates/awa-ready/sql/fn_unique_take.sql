@@ -46,6 +46,13 @@
 -- "could not serialize access due to concurrent update"): roll back and
 -- retry the whole transaction. A key row deleted after the snapshot does
 -- not conflict; this call takes the key.
+--
+-- The end of a window. A key spec's key names the window of the
+-- transaction's start (now()), which may have ended by the clock when
+-- this runs. Rows a kept state holds are deleted only a minute past
+-- their window (the grace, unique_held), so until then the row decides
+-- as above. A key found with no row once its window's grace has passed
+-- is refused with 40001: roll back and retry in the current window.
 CREATE OR REPLACE FUNCTION {schema}.unique_take(
     p_keys    text[],
     p_job_ids bigint[],
@@ -92,6 +99,24 @@ BEGIN
             RETURNING u.job_id
         )
         SELECT coalesce(array_agg(t.job_id), '{}') INTO v_taken FROM taken t;
+
+        -- A key whose window's grace has passed, found with no row (so
+        -- inserted just now): its window may have had a job whose kept
+        -- row was deleted once the grace passed, and which this call
+        -- cannot see. Refused; the retry's transaction has a new window.
+        -- The clock is read after the insert, whose conflict check waited
+        -- for any delete of the row in flight, and deletes happen only
+        -- past the grace (unique_held, unique_prune): a clock before it
+        -- means the insert found every row kept for the window.
+        IF cardinality(v_taken) > 0 AND p_holds IS NOT NULL AND EXISTS (
+               SELECT 1 FROM unnest(p_job_ids, p_holds) AS k(id, hold)
+                WHERE k.id = ANY (v_taken) AND k.hold ? 'until'
+                  AND clock_timestamp() >= to_timestamp((k.hold ->> 'until')::bigint) + interval '1 minute') THEN
+            RAISE EXCEPTION 'a unique key''s window ended more than a minute before this transaction took the key'
+                USING ERRCODE = 'serialization_failure',
+                      DETAIL = 'A key spec with a period names the window of the transaction''s start; a job of that window may have finished and released the key since.',
+                      HINT = 'Roll back and retry the transaction: the retry enqueues in the current window.';
+        END IF;
 
         -- 2. A new statement: what we inserted or take over now is ours;
         -- for the rest, the current owner, or NULL (go round again) when it

@@ -131,4 +131,9 @@ pub(crate) const STEPS: &[(i32, &str, &str)] = &[
             "../../migrations/0018_status_reads_probe_tombstones_only_when_some_exist.sql"
         ),
     ),
+    (
+        19,
+        "unique keys of a window are kept a minute past it",
+        include_str!("../../migrations/0019_unique_keys_of_a_window_are_kept_a_minute_past_it.sql"),
+    ),
 ];

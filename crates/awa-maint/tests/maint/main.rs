@@ -27,6 +27,7 @@ mod status_cost;
 mod stragglers;
 mod tidy;
 mod unique_specs;
+mod unique_window_end;
 mod uniques;
 mod upgrade;
 mod worker;

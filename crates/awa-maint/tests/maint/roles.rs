@@ -1122,7 +1122,7 @@ async fn every_runtime_path_works_under_the_runtime_role() {
     // The end of the period, set by the owner (the window is unchanged,
     // so only the row's expiry decides).
     sqlx::query(
-        "UPDATE awa.job_uniques SET hold_until = now() - interval '1 second'
+        "UPDATE awa.job_uniques SET hold_until = now() - interval '2 minutes'
           WHERE finished_at IS NOT NULL",
     )
     .execute(&mut admin)

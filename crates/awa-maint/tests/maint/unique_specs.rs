@@ -653,7 +653,7 @@ async fn a_key_past_its_period_is_taken_over_and_pruned() {
         let pool = pool.clone();
         async move {
             sqlx::query(
-                "UPDATE awa.job_uniques SET hold_until = now() - interval '1 second' WHERE job_id = $1",
+                "UPDATE awa.job_uniques SET hold_until = now() - interval '2 minutes' WHERE job_id = $1",
             )
             .bind(id.0)
             .execute(&pool)

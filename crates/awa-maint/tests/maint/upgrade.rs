@@ -83,6 +83,10 @@ const RELEASED: &[(i32, &str)] = &[
         18,
         "d160444c4442dac670305021d1d3be1f05cc0a69e6c9449063a32228d5d8ff13",
     ),
+    (
+        19,
+        "cd032999994318382cef16eddcdfecf73eaa540fa712d1099b5c331fc8c4f1fb",
+    ),
 ];
 
 #[test]
