@@ -408,7 +408,7 @@ fn start_job(
             let began = std::time::Instant::now();
             // The cancel rule: once the attempt is no longer ours the
             // handler has `grace` to return, then its future is dropped
-            // (which aborts its task) and the slot is freed. A timeout is
+            // (with the handler's own) and the slot is freed. A timeout is
             // a deadline on the same select: at it the future is dropped
             // at once, the token cancelled (so a handler that cannot be
             // dropped, a sync Python one, sees it), and the attempt fails.
@@ -521,38 +521,43 @@ pub(crate) fn timed_out(
     }
 }
 
-/// Aborts a task when dropped: the handler's task ends with the future
-/// that waits for it (cancel grace over, shutdown grace over).
-struct AbortOnDrop(tokio::task::AbortHandle);
-
-impl Drop for AbortOnDrop {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
-}
-
 /// Run the handler for one attempt. A panicking handler must not lose the
-/// job: it runs in its own task and a panic becomes a retry. Dropping the
-/// returned future aborts that task. No handler for the kind is a
-/// permanent failure naming it.
+/// job: the panic is caught at the handler future's poll and becomes a
+/// retry. The handler runs inside the attempt's own task (it used to be
+/// spawned as a second task per job, a task allocation and a wake-up per
+/// job for nothing: dropping this future drops the handler's, as aborting
+/// that task did). No handler for the kind is a permanent failure naming
+/// it.
 pub(crate) async fn run_handler(
     handler: Option<Arc<dyn Handler>>,
     ctx: JobContext,
 ) -> HandlerResult {
+    use futures::FutureExt;
     match handler {
-        Some(h) => {
-            let task = tokio::spawn(async move { h.handle(ctx).await });
-            let _abort = AbortOnDrop(task.abort_handle());
-            match task.await {
-                Ok(result) => result,
-                Err(join) => Err(JobError::Retry(format!("handler panicked: {join}"))),
-            }
-        }
+        Some(h) => match std::panic::AssertUnwindSafe(h.handle(ctx))
+            .catch_unwind()
+            .await
+        {
+            Ok(result) => result,
+            Err(panic) => Err(JobError::Retry(format!(
+                "handler panicked: {}",
+                panic_message(panic.as_ref())
+            ))),
+        },
         None => Err(JobError::Permanent(format!(
             "no handler is registered for job kind {:?}",
             ctx.job.kind
         ))),
     }
+}
+
+/// A panic's message, when it carried one (`panic!` with a string).
+fn panic_message(panic: &(dyn std::any::Any + Send)) -> &str {
+    panic
+        .downcast_ref::<&str>()
+        .copied()
+        .or_else(|| panic.downcast_ref::<String>().map(String::as_str))
+        .unwrap_or("(no message)")
 }
 
 /// Fold one job's run time into the running average (at least 1 µs, so a

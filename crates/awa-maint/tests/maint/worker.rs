@@ -640,3 +640,58 @@ async fn claim_now_makes_an_idle_worker_claim_once_without_waiting_for_the_poll(
     stop_tx.send(true).unwrap();
     assert_eq!(run.await.unwrap().unwrap().claimed, 0);
 }
+
+/// Panics in every attempt, with a message.
+struct Panics;
+
+#[async_trait]
+impl Handler for Panics {
+    async fn handle(&self, _ctx: JobContext) -> HandlerResult {
+        panic!("boom {}", 7);
+    }
+}
+
+/// A panicking handler loses neither its job nor the worker: the panic is
+/// caught where the handler is polled (inside the attempt's own task, no
+/// second task per job) and fails the attempt with its message, and the
+/// worker goes on running other jobs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_panicking_handler_fails_its_attempt_with_the_message_and_the_worker_goes_on() {
+    let db = awa_maint::migrated_test_db().await.unwrap();
+    let pool = db.pool().await.unwrap();
+    let q = QueueName::new("panics").unwrap();
+    let mut bad = NewJob::new(q.clone(), "panics", serde_json::json!({}));
+    bad.max_attempts = Some(1);
+    let bad = common::enqueue_jobs(&pool, &[bad]).await[0];
+    let good = enqueue_noops(&pool, &q, "noop", 20).await;
+
+    let recorder = Recorder::default();
+    let mut worker = Worker::new(
+        pool.clone(),
+        WorkerConfig::new(schema(), vec![(q.clone(), 4)]),
+    );
+    worker.register("noop", recorder.clone());
+    worker.register("panics", Panics);
+    let stats = worker.stats();
+    let (stop_tx, mut stop_rx) = tokio::sync::watch::channel(false);
+    let run = tokio::spawn(worker.run(async move {
+        let _ = stop_rx.wait_for(|s| *s).await;
+    }));
+    wait_for("the jobs did not finish", Duration::from_secs(60), || {
+        let s = stats.snapshot();
+        s.completed >= good.len() as u64 && s.failed >= 1
+    })
+    .await;
+    stop_tx.send(true).unwrap();
+    let report = run.await.unwrap().unwrap();
+    assert_eq!(report.completed, good.len() as u64);
+    let (state, error): (String, Option<String>) =
+        sqlx::query_as("SELECT state, last_error FROM awa.terminal_jobs WHERE id = $1")
+            .bind(bad.0)
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+    assert_eq!(state, "failed");
+    assert_eq!(error.as_deref(), Some("handler panicked: boom 7"));
+    assert_eq!(recorder.0.lock().unwrap().len(), good.len());
+}
