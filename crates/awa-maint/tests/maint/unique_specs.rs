@@ -13,6 +13,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
 use crate::common;
+use common::sqlstate;
 use common::{claim_all, schema, setup};
 
 const HOUR: Duration = Duration::from_secs(3600);
@@ -868,17 +869,6 @@ async fn attempt(
         .await
         .map_err(ReadyError::Database)?;
     Ok((window, got))
-}
-
-fn sqlstate(err: &ReadyError) -> Option<String> {
-    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(err);
-    while let Some(e) = source {
-        if let Some(sqlx::Error::Database(db)) = e.downcast_ref::<sqlx::Error>() {
-            return db.code().map(|c| c.into_owned());
-        }
-        source = e.source();
-    }
-    None
 }
 
 #[tokio::test]

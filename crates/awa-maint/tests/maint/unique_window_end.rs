@@ -14,11 +14,12 @@
 
 use awa_core::{JobId, NewJob, QueueName, Unique};
 use awa_exec::{ExecPlane, Finish, PgExecPlane};
-use awa_ready::{PgReadyPlane, ReadyError, ReadyPlane};
+use awa_ready::{PgReadyPlane, ReadyPlane};
 use sqlx::{Connection, PgConnection, PgPool};
 use std::time::Duration;
 
 use crate::common;
+use common::sqlstate;
 use common::{claim_all, schema, setup};
 
 fn spec() -> Unique {
@@ -60,17 +61,6 @@ async fn wait_past(pool: &PgPool, window: i64) {
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-}
-
-fn sqlstate(err: &ReadyError) -> Option<String> {
-    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(err);
-    while let Some(e) = source {
-        if let Some(sqlx::Error::Database(db)) = e.downcast_ref::<sqlx::Error>() {
-            return db.code().map(|c| c.into_owned());
-        }
-        source = e.source();
-    }
-    None
 }
 
 /// Job A of args n is enqueued in window W, and a producer's transaction

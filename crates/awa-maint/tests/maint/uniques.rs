@@ -10,6 +10,7 @@ use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
 use crate::common;
+use common::sqlstate;
 use common::{TERMINAL_FACTS, schema, setup};
 
 fn keyed(q: &str, key: &str) -> NewJob {
@@ -98,17 +99,6 @@ async fn check_uniques(pool: &PgPool) {
         unowned.is_empty(),
         "unfinished jobs that do not own their key: {unowned:?} (owners {owners:?})"
     );
-}
-
-fn sqlstate(err: &ReadyError) -> Option<String> {
-    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(err);
-    while let Some(e) = source {
-        if let Some(sqlx::Error::Database(db)) = e.downcast_ref::<sqlx::Error>() {
-            return db.code().map(|c| c.into_owned());
-        }
-        source = e.source();
-    }
-    None
 }
 
 /// The reproduction: the key's owner finishes after the snapshot of

@@ -4,7 +4,7 @@
 
 use awa_core::{AttemptToken, ClaimedJob, JobId, NewJob, QueueName, SchemaName};
 use awa_exec::{ExecPlane, Finish, Finished, Frontier, PgExecPlane};
-use awa_ready::{PgReadyPlane, ReadyPlane};
+use awa_ready::{PgReadyPlane, ReadyError, ReadyPlane};
 use sqlx::PgPool;
 use std::time::Duration;
 
@@ -221,4 +221,17 @@ pub async fn explain(conn: &mut sqlx::PgConnection, sql: &str) -> Explained {
         execution_ms: plan[0]["Execution Time"].as_f64().unwrap_or(0.0),
         jit: plan[0].get("JIT").is_some(),
     }
+}
+
+/// The SQLSTATE of the database error under a ready-plane error, if any
+/// (40001 tells a producer to retry its transaction).
+pub fn sqlstate(err: &ReadyError) -> Option<String> {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(err);
+    while let Some(e) = source {
+        if let Some(sqlx::Error::Database(db)) = e.downcast_ref::<sqlx::Error>() {
+            return db.code().map(|c| c.into_owned());
+        }
+        source = e.source();
+    }
+    None
 }
