@@ -10,7 +10,9 @@
 //! number's primary key lets exactly one finisher of an item win, so a
 //! stale or rescued attempt is rejected, never applied.
 //!
-//! The claim composes the ready plane's `ready_take` and the finish path
+//! The claim composes the ready plane's take (`ready_lock`, then
+//! `ready_take_locked`, or for one lane its own statement that reads the
+//! lane and writes the batch at once) and the finish path
 //! writes into the deferred, history and DLQ planes, each through one SQL
 //! statement so a batch costs one round trip.
 //!

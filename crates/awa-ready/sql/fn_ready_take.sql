@@ -1,8 +1,9 @@
 -- {schema}.ready_take(queue, limit, cand_seq, cand_xid, aging): take up to
 -- `limit` runnable jobs of a queue, and at most 8 MiB of args + metadata
 -- (stored size; at least one job), in order, advancing the lane heads past
--- them. Called only from the execution plane's claim, in the same call
--- (transaction) that writes the claim batch.
+-- them. Called from the execution plane (limit_take; claim takes through
+-- ready_lock and ready_take_locked, below, or its own one-lane statement),
+-- in the same call (transaction) that writes the claim batch.
 --
 -- Order: priority 1 first, 4 last (docs/adr/0012), after aging, then lane
 -- position. Aging moves a waiting job one step towards 1 per aging
@@ -120,17 +121,40 @@
 -- Bounds (SQLSTATE 22023): limit within awa_core::bounds::CLAIM_BATCH (1
 -- to 1024); aging NULL (off) or within PRIORITY_AGING_STORED (1 ms to 30
 -- days): a zero interval would divide by zero.
-CREATE OR REPLACE FUNCTION {schema}.ready_take(
+--
+-- The take is three functions: ready_lock, ready_take_locked and
+-- ready_lift (below), which ready_take calls in turn.
+
+-- {schema}.ready_lock(queue, limit, cand_seq, cand_xid, aging): the first
+-- half of a take, as described above: the bounds, the look for anything
+-- visible past a lane head, the frontier and the lane locks. o_idle: there
+-- is nothing to take, no xid was assigned and o_seq/o_xid are the caller's
+-- candidate, to hand back. Otherwise the lanes it locked (ours until
+-- commit: their heads as read are current), the frontier to read up to,
+-- the frontier to return (o_seen: 0 when a lane was busy) and this call's
+-- candidate. The second half, in the same transaction and after it (so
+-- its statements' snapshots see every tombstone of the locked lanes), is
+-- ready_take_locked, or the execution plane's claim, whose hot path (one
+-- lane in the newest two slots) reads the lane by the same rules in the
+-- statement that writes its claim batch; then ready_lift.
+CREATE OR REPLACE FUNCTION {schema}.ready_lock(
     p_queue     text,
     p_limit     integer,
     p_cand_seq  bigint,
     p_cand_xid  xid8,
-    p_aging     interval
-) RETURNS TABLE (
-    job_id bigint, slot integer, lane_seq bigint, kind text, args jsonb,
-    priority smallint, attempt integer, max_attempts integer, run_lease bigint,
-    created_at timestamptz, ready_at timestamptz, unique_key text, metadata jsonb,
-    frontier bigint, next_seq bigint, next_xid xid8, shard smallint
+    p_aging     interval,
+    OUT o_idle     boolean,
+    OUT o_seq      bigint,
+    OUT o_xid      xid8,
+    OUT o_frontier bigint,
+    OUT o_seen     bigint,
+    OUT o_gen      bigint,
+    OUT o_s1       integer,
+    OUT o_s2       integer,
+    OUT o_prios    smallint[],
+    OUT o_shards   smallint[],
+    OUT o_heads    bigint[],
+    OUT o_lows     bigint[]
 ) LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan SET enable_sort = off SET jit = off AS $fn$
 #variable_conflict use_column
 DECLARE
@@ -149,8 +173,6 @@ DECLARE
     v_s1       integer;   -- its slot
     v_s2       integer;   -- the previous generation's slot (v_s1 when none)
     v_fast     boolean;   -- every lane of the queue scans v_s1 and v_s2 only
-    v_taken    integer;
-    v_sealed   bigint;
 BEGIN
     IF p_limit IS NULL OR p_limit NOT BETWEEN 1 AND 1024 THEN
         RAISE EXCEPTION 'claim limit must be 1 to 1024 (got %)', coalesce(p_limit::text, 'NULL')
@@ -197,10 +219,9 @@ BEGIN
                             WHERE h.queue = p_queue AND h.low_gen < v_gen - 1)
            AND v_gen = (SELECT l.generation FROM {schema}.ring_ledger l
                          WHERE l.ring = 'queue' ORDER BY l.generation DESC LIMIT 1) THEN
-            RETURN QUERY SELECT NULL::bigint, NULL::integer, NULL::bigint, NULL::text, NULL::jsonb,
-                                NULL::smallint, NULL::integer, NULL::integer, NULL::bigint,
-                                NULL::timestamptz, NULL::timestamptz, NULL::text, NULL::jsonb,
-                                NULL::bigint, p_cand_seq, p_cand_xid, NULL::smallint;
+            o_idle := true;
+            o_seq := p_cand_seq;
+            o_xid := p_cand_xid;
             RETURN;
         END IF;
     ELSIF NOT EXISTS (
@@ -212,10 +233,9 @@ BEGIN
                        AND e.lane_seq > h.head_seq
                      ORDER BY e.lane_seq LIMIT 1) w
              WHERE h.queue = p_queue) THEN
-        RETURN QUERY SELECT NULL::bigint, NULL::integer, NULL::bigint, NULL::text, NULL::jsonb,
-                            NULL::smallint, NULL::integer, NULL::integer, NULL::bigint,
-                            NULL::timestamptz, NULL::timestamptz, NULL::text, NULL::jsonb,
-                            NULL::bigint, p_cand_seq, p_cand_xid, NULL::smallint;
+        o_idle := true;
+        o_seq := p_cand_seq;
+        o_xid := p_cand_xid;
         RETURN;
     END IF;
     v_xid := pg_current_xact_id();
@@ -290,6 +310,149 @@ BEGIN
     -- one made between the count and the lock can hide a busy lane from
     -- this comparison once, and the producer that made it notifies.)
     v_seen := CASE WHEN cardinality(v_prios) < v_lanes THEN 0 ELSE v_frontier END;
+    o_idle := false;
+    o_seq := v_seq;
+    o_xid := v_xid;
+    o_frontier := v_frontier;
+    o_seen := v_seen;
+    o_gen := v_gen;
+    o_s1 := v_s1;
+    o_s2 := v_s2;
+    o_prios := v_prios;
+    o_shards := v_shards;
+    o_heads := v_heads;
+    o_lows := v_lows;
+END
+$fn$;
+
+-- {schema}.ready_lift(queue, prios, shards, taken, limit): after a take of
+-- `taken` (asked for `limit`) from lanes of a queue (ready_lock locked
+-- them), move their low_gen up where ready_sealed allows, so the next
+-- claims of these lanes scan the newest two slots only. Worth it once per
+-- lane and rotation: callers call it only when some lane's low_gen is
+-- behind the generation ready_lock read. It reads the ledger, the seal
+-- and the lanes' low_gen itself, and moves a low_gen only past
+-- generations its own statement finds empty past the lane's head, so no
+-- argument can make it strand an entry.
+CREATE OR REPLACE FUNCTION {schema}.ready_lift(
+    p_queue  text,
+    p_prios  smallint[],
+    p_shards smallint[],
+    p_taken  integer,
+    p_limit  integer
+) RETURNS void LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $fn$
+#variable_conflict use_column
+DECLARE
+    v_sealed bigint;
+    v_gen    bigint;
+    v_s2     integer;
+    v_lows   bigint[];
+    v_prios  smallint[] := p_prios;
+    v_shards smallint[] := p_shards;
+    v_taken  integer := p_taken;
+BEGIN
+    SELECT (SELECT l.generation FROM {schema}.ring_ledger l
+             WHERE l.ring = 'queue' ORDER BY l.generation DESC LIMIT 1),
+           coalesce((SELECT l.slot FROM {schema}.ring_ledger l
+                      WHERE l.ring = 'queue' ORDER BY l.generation DESC OFFSET 1 LIMIT 1),
+                    (SELECT l.slot FROM {schema}.ring_ledger l
+                      WHERE l.ring = 'queue' ORDER BY l.generation DESC LIMIT 1)),
+           (SELECT array_agg(h.low_gen ORDER BY k.ord)
+              FROM unnest(v_prios, v_shards) WITH ORDINALITY AS k(priority, shard, ord)
+              JOIN {schema}.lane_heads h
+                ON h.queue = p_queue AND h.priority = k.priority AND h.shard = k.shard)
+      INTO v_gen, v_s2, v_lows;
+    IF cardinality(v_lows) IS DISTINCT FROM cardinality(v_prios) OR NOT v_gen > ANY (v_lows) THEN
+        RETURN;
+    END IF;
+    SELECT z.generation INTO v_sealed FROM {schema}.ready_sealed z;
+    IF cardinality(v_prios) = 1 AND v_lows[1] = v_gen - 1 AND v_sealed = v_gen - 1 THEN
+        -- The usual case after a rotation: the lane's entries past its
+        -- head were all in the newest two slots; the older of them is
+        -- sealed now. One slot to look at.
+        UPDATE {schema}.lane_heads h
+           SET low_gen = v_gen
+         WHERE h.queue = p_queue AND h.priority = v_prios[1] AND h.shard = v_shards[1]
+           AND h.low_gen = v_gen - 1
+           AND (SELECT e.lane_seq FROM {schema}.ready_entries e
+                 WHERE e.slot = v_s2
+                   AND e.queue = h.queue AND e.priority = h.priority AND e.shard = h.shard
+                   AND e.lane_seq > h.head_seq
+                 ORDER BY e.lane_seq LIMIT 1) IS NULL;
+    ELSIF v_taken < p_limit AND v_sealed >= (SELECT min(x) FROM unnest(v_lows) AS x) THEN
+        -- A lane further behind (new, or after a backlog): look at
+        -- every slot of the generations from its low_gen to the seal.
+        -- The seal promises nothing more will be written there, and
+        -- this statement sees everything that was (it runs after the
+        -- seal was read). Tombstoned entries count as present.
+        UPDATE {schema}.lane_heads h
+           SET low_gen = v_sealed + 1
+          FROM unnest(v_prios, v_shards) AS k(priority, shard)
+         WHERE h.queue = p_queue AND h.priority = k.priority AND h.shard = k.shard
+           AND h.low_gen <= v_sealed
+           AND (SELECT e.lane_seq FROM {schema}.ready_entries e
+                 WHERE e.queue = h.queue AND e.priority = h.priority AND e.shard = h.shard
+                   AND e.lane_seq > h.head_seq
+                   AND e.slot = ANY (ARRAY(
+                         SELECT l.slot FROM {schema}.ring_ledger l
+                          WHERE l.ring = 'queue'
+                            AND l.generation BETWEEN h.low_gen AND v_sealed))
+                 ORDER BY e.lane_seq LIMIT 1) IS NULL;
+    END IF;
+END
+$fn$;
+
+-- {schema}.ready_take_locked(queue, limit, aging, <ready_lock's lanes>):
+-- the second half of a take: read the lanes ready_lock locked, in this
+-- transaction, up to its frontier, move their heads past what is taken
+-- (ready_lift after), and return the rows as ready_take does. Only valid
+-- right after ready_lock, with what it returned.
+CREATE OR REPLACE FUNCTION {schema}.ready_take_locked(
+    p_queue     text,
+    p_limit     integer,
+    p_aging     interval,
+    p_seq       bigint,
+    p_xid       xid8,
+    p_frontier  bigint,
+    p_seen      bigint,
+    p_gen       bigint,
+    p_s1        integer,
+    p_s2        integer,
+    p_prios     smallint[],
+    p_shards    smallint[],
+    p_heads     bigint[],
+    p_lows      bigint[]
+) RETURNS TABLE (
+    job_id bigint, slot integer, lane_seq bigint, kind text, args jsonb,
+    priority smallint, attempt integer, max_attempts integer, run_lease bigint,
+    created_at timestamptz, ready_at timestamptz, unique_key text, metadata jsonb,
+    frontier bigint, next_seq bigint, next_xid xid8, shard smallint
+) LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan SET enable_sort = off SET jit = off AS $fn$
+#variable_conflict use_column
+DECLARE
+    v_seq      bigint := p_seq;
+    v_xid      xid8 := p_xid;
+    v_frontier bigint := p_frontier;
+    v_seen     bigint := p_seen;
+    v_prios    smallint[] := p_prios;
+    v_shards   smallint[] := p_shards;
+    v_heads    bigint[] := p_heads;
+    v_lows     bigint[] := p_lows;
+    v_gen      bigint := p_gen;
+    v_s1       integer := p_s1;
+    v_s2       integer := p_s2;
+    v_taken    integer;
+BEGIN
+    IF p_limit IS NULL OR p_limit NOT BETWEEN 1 AND 1024 THEN
+        RAISE EXCEPTION 'claim limit must be 1 to 1024 (got %)', coalesce(p_limit::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'Claim at most a claim batch (awa_core::bounds::CLAIM_BATCH) per call.';
+    END IF;
+    IF p_aging NOT BETWEEN interval '1 millisecond' AND interval '30 days' THEN
+        RAISE EXCEPTION 'priority aging must be 1ms to 30days, or NULL for none (got %)', p_aging
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'A waiting job gains one priority step per this interval (awa queue configure --priority-aging).';
+    END IF;
 
     IF cardinality(v_prios) = 1 AND v_lows[1] >= v_gen - 1 THEN
         -- One lane, all of it in the newest two slots. Its head read
@@ -482,44 +645,8 @@ BEGIN
     GET DIAGNOSTICS v_taken = ROW_COUNT;
     END IF;
 
-    -- Move low_gen up where ready_sealed allows, so the next claims of
-    -- these lanes scan the newest two slots only. Worth it once per lane
-    -- and rotation; cheap when nothing changed (no statement runs).
     IF v_gen > ANY (v_lows) THEN
-        SELECT z.generation INTO v_sealed FROM {schema}.ready_sealed z;
-        IF cardinality(v_prios) = 1 AND v_lows[1] = v_gen - 1 AND v_sealed = v_gen - 1 THEN
-            -- The usual case after a rotation: the lane's entries past its
-            -- head were all in the newest two slots; the older of them is
-            -- sealed now. One slot to look at.
-            UPDATE {schema}.lane_heads h
-               SET low_gen = v_gen
-             WHERE h.queue = p_queue AND h.priority = v_prios[1] AND h.shard = v_shards[1]
-               AND h.low_gen = v_gen - 1
-               AND (SELECT e.lane_seq FROM {schema}.ready_entries e
-                     WHERE e.slot = v_s2
-                       AND e.queue = h.queue AND e.priority = h.priority AND e.shard = h.shard
-                       AND e.lane_seq > h.head_seq
-                     ORDER BY e.lane_seq LIMIT 1) IS NULL;
-        ELSIF v_taken < p_limit AND v_sealed >= (SELECT min(x) FROM unnest(v_lows) AS x) THEN
-            -- A lane further behind (new, or after a backlog): look at
-            -- every slot of the generations from its low_gen to the seal.
-            -- The seal promises nothing more will be written there, and
-            -- this statement sees everything that was (it runs after the
-            -- seal was read). Tombstoned entries count as present.
-            UPDATE {schema}.lane_heads h
-               SET low_gen = v_sealed + 1
-              FROM unnest(v_prios, v_shards) AS k(priority, shard)
-             WHERE h.queue = p_queue AND h.priority = k.priority AND h.shard = k.shard
-               AND h.low_gen <= v_sealed
-               AND (SELECT e.lane_seq FROM {schema}.ready_entries e
-                     WHERE e.queue = h.queue AND e.priority = h.priority AND e.shard = h.shard
-                       AND e.lane_seq > h.head_seq
-                       AND e.slot = ANY (ARRAY(
-                             SELECT l.slot FROM {schema}.ring_ledger l
-                              WHERE l.ring = 'queue'
-                                AND l.generation BETWEEN h.low_gen AND v_sealed))
-                     ORDER BY e.lane_seq LIMIT 1) IS NULL;
-        END IF;
+        PERFORM {schema}.ready_lift(p_queue, v_prios, v_shards, v_taken, p_limit);
     END IF;
 
     IF v_taken = 0 THEN
@@ -528,5 +655,36 @@ BEGIN
                             NULL::timestamptz, NULL::timestamptz, NULL::text, NULL::jsonb,
                             v_seen, v_seq, v_xid, NULL::smallint;
     END IF;
+END
+$fn$;
+
+CREATE OR REPLACE FUNCTION {schema}.ready_take(
+    p_queue     text,
+    p_limit     integer,
+    p_cand_seq  bigint,
+    p_cand_xid  xid8,
+    p_aging     interval
+) RETURNS TABLE (
+    job_id bigint, slot integer, lane_seq bigint, kind text, args jsonb,
+    priority smallint, attempt integer, max_attempts integer, run_lease bigint,
+    created_at timestamptz, ready_at timestamptz, unique_key text, metadata jsonb,
+    frontier bigint, next_seq bigint, next_xid xid8, shard smallint
+) LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $fn$
+#variable_conflict use_column
+DECLARE
+    v record;
+BEGIN
+    SELECT * INTO v FROM {schema}.ready_lock(p_queue, p_limit, p_cand_seq, p_cand_xid, p_aging);
+    IF v.o_idle THEN
+        RETURN QUERY SELECT NULL::bigint, NULL::integer, NULL::bigint, NULL::text, NULL::jsonb,
+                            NULL::smallint, NULL::integer, NULL::integer, NULL::bigint,
+                            NULL::timestamptz, NULL::timestamptz, NULL::text, NULL::jsonb,
+                            NULL::bigint, p_cand_seq, p_cand_xid, NULL::smallint;
+        RETURN;
+    END IF;
+    RETURN QUERY
+    SELECT * FROM {schema}.ready_take_locked(p_queue, p_limit, p_aging, v.o_seq, v.o_xid,
+                                             v.o_frontier, v.o_seen, v.o_gen, v.o_s1, v.o_s2,
+                                             v.o_prios, v.o_shards, v.o_heads, v.o_lows);
 END
 $fn$;

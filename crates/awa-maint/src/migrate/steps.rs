@@ -136,4 +136,9 @@ pub(crate) const STEPS: &[(i32, &str, &str)] = &[
         "unique keys of a window are kept a minute past it",
         include_str!("../../migrations/0019_unique_keys_of_a_window_are_kept_a_minute_past_it.sql"),
     ),
+    (
+        20,
+        "the claim takes one lane in one statement",
+        include_str!("../../migrations/0020_the_claim_takes_one_lane_in_one_statement.sql"),
+    ),
 ];

@@ -8,6 +8,7 @@ mod common;
 mod ring_model;
 
 mod batches;
+mod claim_items;
 mod cron;
 mod failover;
 mod job_path;

@@ -343,6 +343,26 @@ async fn hot_path_statements_read_what_they_return_after_analyze() {
     b.check("claim 1 from a backlog of 100,000", &c, Some(1));
     let c = explain_claim(&mut conn, "big", 128, true).await;
     b.check("claim 128 from a backlog of 100,000", &c, None);
+    // The same lane through ready_take's own one-lane statement (what a
+    // limited queue's limit_take takes through; the claim's mirrors it),
+    // in a transaction rolled back: ready_take writes no batch.
+    let mut took = false;
+    for _ in 0..50 {
+        sqlx::query("BEGIN").execute(&mut conn).await.unwrap();
+        let c = explain_settled(
+            &mut conn,
+            "SELECT * FROM awa.ready_take('big', 128, NULL, NULL, NULL)",
+        )
+        .await;
+        sqlx::query("ROLLBACK").execute(&mut conn).await.unwrap();
+        if c.rows == 128 {
+            b.check("ready_take 128 from a backlog of 100,000", &c, None);
+            took = true;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert!(took, "ready_take of 128 took fewer in 50 tries");
 
     // Finish: completions of one and of 128 claimed attempts.
     let t = claim_tokens(&mut conn, "big", 1).await;

@@ -265,6 +265,47 @@ fn matrix() -> BTreeMap<&'static str, Row> {
             refused: take_refused,
         },
     );
+    // The halves of a take (ready_take calls them in turn) have its bounds.
+    // ready_take_locked's lane arguments are what ready_lock returned in
+    // the same transaction; made up, they move no more than the runtime
+    // role's own UPDATE on lane_heads could. Here: no lane, nothing read.
+    let mut lock_refused = counts(CLAIM_BATCH, |l| take(l, "NULL"));
+    lock_refused.extend(durations(PRIORITY_AGING_STORED, false, |a| take("1", a)));
+    m.insert(
+        "ready_lock",
+        Row::Bounded {
+            ok: vec![
+                take(&CLAIM_BATCH.min.to_string(), "NULL"),
+                take(&CLAIM_BATCH.max.to_string(), &iv(PRIORITY_AGING_STORED.min)),
+            ],
+            refused: lock_refused,
+        },
+    );
+    let locked = |limit: &str, aging: &str| {
+        format!(
+            "'q', {limit}, {aging}, 0, NULL, 0, 0, 1, 0, 0, '{{}}'::smallint[], \
+             '{{}}'::smallint[], '{{}}'::bigint[], '{{}}'::bigint[]"
+        )
+    };
+    let mut locked_refused = counts(CLAIM_BATCH, |l| locked(l, "NULL"));
+    locked_refused.extend(durations(PRIORITY_AGING_STORED, false, |a| locked("1", a)));
+    m.insert(
+        "ready_take_locked",
+        Row::Bounded {
+            ok: vec![
+                locked(&CLAIM_BATCH.min.to_string(), "NULL"),
+                locked(&CLAIM_BATCH.max.to_string(), &iv(PRIORITY_AGING_STORED.max)),
+            ],
+            refused: locked_refused,
+        },
+    );
+    m.insert(
+        "ready_lift",
+        Row::Unbounded(
+            "reads the ledger, the seal and the lanes itself and moves a low_gen only past \
+             generations it finds empty past the head: its arguments name lanes, nothing more",
+        ),
+    );
     m.insert(
         "unique_take",
         ok_and_refused(

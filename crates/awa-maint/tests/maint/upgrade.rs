@@ -87,6 +87,10 @@ const RELEASED: &[(i32, &str)] = &[
         19,
         "cd032999994318382cef16eddcdfecf73eaa540fa712d1099b5c331fc8c4f1fb",
     ),
+    (
+        20,
+        "d21b1ee7eff18aa6df29dddddd45ee044fa8b7ce60462bb806194f7fe1aa3f45",
+    ),
 ];
 
 #[test]
