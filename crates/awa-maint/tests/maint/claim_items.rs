@@ -9,52 +9,12 @@
 //! items are 1..n in the order rows come back, each lane is taken in lane
 //! order, and every attempt then completes through the guarded finish.
 
-use crate::common::{claim_all, enqueue_jobs, enqueue_sql, finish_batch, rotate_and_seal, setup};
+use crate::common::{
+    claim_all, claim_some, enqueue_jobs, enqueue_sql, finish_batch, rotate_and_seal, setup,
+};
 use awa_core::{ClaimedJob, NewJob, QueueName};
-use awa_exec::{ExecPlane, Finish, Frontier, PgExecPlane};
+use awa_exec::{ExecPlane, Finish, PgExecPlane};
 use sqlx::PgPool;
-
-/// One claim call of `limit` from `q` that takes something. An empty claim
-/// can mean the frontier has not settled (it may wait for transactions
-/// other tests hold open, as `claim_all` says): look again, for up to 10 s.
-async fn claim_once(pool: &PgPool, q: &str, limit: i32) -> Vec<ClaimedJob> {
-    let plane = PgExecPlane::new(crate::common::schema());
-    let mut frontier = Frontier::default();
-    for _ in 0..500 {
-        let mut conn = pool.acquire().await.unwrap();
-        let got = plane
-            .claim(
-                &mut conn,
-                &QueueName::new(q).unwrap(),
-                limit,
-                &mut frontier,
-                None,
-            )
-            .await
-            .unwrap();
-        if !got.is_empty() {
-            return got;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
-    let state: (Option<String>, Option<String>, Option<String>, Option<String>) = sqlx::query_as(
-        "SELECT (SELECT string_agg(generation || ':' || slot, ',') FROM awa.ring_ledger WHERE ring = 'queue'),
-                (SELECT string_agg(slot || ':' || n || ':' || lo || '-' || hi, ',') FROM (SELECT slot, count(*) n, min(lane_seq) lo, max(lane_seq) hi FROM awa.ready_entries WHERE queue = $1 GROUP BY slot) x),
-                (SELECT string_agg(priority || '/' || head_seq || '/' || low_gen, ',') FROM awa.lane_heads WHERE queue = $1) || ' sealed ' || (SELECT generation FROM awa.ready_sealed) || ' seq ' || (SELECT last_value FROM awa.ready_seq),
-                (SELECT string_agg(slot || ':' || n, ',') FROM (SELECT slot, count(*) n FROM awa.ready_tombstones GROUP BY slot) t)",
-    )
-    .bind(q)
-    .fetch_one(pool)
-    .await
-    .unwrap();
-    let raw: Vec<(Option<i64>, Option<i64>, Option<bool>)> =
-        sqlx::query_as("SELECT job_id, next_seq, waiting FROM awa.claim($1, 80, NULL, NULL, NULL)")
-            .bind(q)
-            .fetch_all(pool)
-            .await
-            .unwrap();
-    panic!("no claim of {q} took anything in 10 s: {state:?} {raw:?} {frontier:?}");
-}
 
 type BatchRow = (Vec<i64>, Vec<i64>, Vec<i32>, Vec<i32>, Vec<i64>, Vec<i16>);
 
@@ -149,7 +109,7 @@ async fn lanes_fast(pool: &PgPool, q: &str) -> bool {
 }
 
 async fn claim_check_complete(pool: &PgPool, what: &str, q: &str, limit: i32) -> usize {
-    let rows = claim_once(pool, q, limit).await;
+    let rows = claim_some(pool, q, limit).await;
     check_call(pool, what, &rows).await;
     complete_all(pool, what, &rows).await;
     rows.len()
@@ -230,7 +190,7 @@ async fn every_claimed_row_names_its_item_on_the_hot_and_the_general_path() {
     // Two lanes (two priorities): the general path, priority 1 first.
     enqueue_sql(&pool, "two", 40, 3, "NULL").await;
     enqueue_sql(&pool, "two", 40, 1, "NULL").await;
-    let rows = claim_once(&pool, "two", 60).await;
+    let rows = claim_some(&pool, "two", 60).await;
     check_call(&pool, "two lanes", &rows).await;
     assert!(
         rows[..40].iter().all(|r| r.priority == 1),
@@ -253,7 +213,7 @@ async fn every_claimed_row_names_its_item_on_the_hot_and_the_general_path() {
     // what it may and the next takes the rest.)
     let mut got = 0;
     while got < 100 {
-        let rows = claim_once(&pool, "rot", 80).await;
+        let rows = claim_some(&pool, "rot", 80).await;
         check_call(&pool, "a lane over two slots", &rows).await;
         got += rows.len();
         complete_all(&pool, "a lane over two slots", &rows).await;

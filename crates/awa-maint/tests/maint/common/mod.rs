@@ -133,6 +133,31 @@ pub async fn claim_all(pool: &PgPool, q: &str, limit: i32, expect: usize) -> Vec
     out
 }
 
+/// One claim call of `limit` from `q` that takes something, on a frontier
+/// of its own. An empty claim can mean the frontier has not settled (see
+/// `claim_all`): look again, for up to 10 s.
+pub async fn claim_some(pool: &PgPool, q: &str, limit: i32) -> Vec<ClaimedJob> {
+    let plane = PgExecPlane::new(schema());
+    let queue = QueueName::new(q).unwrap();
+    let mut frontier = Frontier::default();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let mut conn = pool.acquire().await.unwrap();
+        let got = plane
+            .claim(&mut conn, &queue, limit, &mut frontier, None)
+            .await
+            .unwrap();
+        if !got.is_empty() {
+            return got;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "no claim of {q} took anything in 10 s"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
 /// One leader pass over the queue ring: a job so the ring has something
 /// new to seal, a rotation, and prune passes until the seal has caught up
 /// (it waits for every transaction on the cluster that was running when it
