@@ -440,9 +440,7 @@ BEGIN
         -- Set-based: a loop over the items in PL/pgSQL cost about 15 us an
         -- item, most of a drain's finish time.
         WITH inp AS MATERIALIZED (
-            -- (named: how many times this call names the item)
-            SELECT i.job_id, i.run_lease, i.batch_id, i.item, i.ord,
-                   count(*) OVER (PARTITION BY i.batch_id, i.item) AS named
+            SELECT i.job_id, i.run_lease, i.batch_id, i.item, i.ord
               FROM unnest(p_job_ids, p_run_leases, p_batch_ids, p_items)
                    WITH ORDINALITY AS i(job_id, run_lease, batch_id, item, ord)
         ),
@@ -468,21 +466,24 @@ BEGIN
                    b.attempts[i.item] AS attempt, b.ready_slots[i.item] AS rslot,
                    b.ready_seqs[i.item] AS rseq, b.priorities[i.item] AS prio,
                    b.shards[i.item] AS shard, coalesce(i.item = ANY (b.keyed), false) AS keyed,
-                   -- Open: the item still names this attempt, no link
-                   -- lists it, and this call names it once.
+                   -- Open: the item still names this attempt and no
+                   -- link lists it.
                    coalesce(b.job_ids[i.item] = i.job_id AND b.run_leases[i.item] = i.run_lease
-                            AND NOT (i.item = ANY (b.closed)), false)
-                     AND i.named = 1 AS open,
+                            AND NOT (i.item = ANY (b.closed)), false) AS open,
                    b.last_link, b.size - cardinality(b.closed) AS open_before
               FROM inp i
               LEFT JOIN bat b ON b.batch_id = i.batch_id
         ),
         verdict AS MATERIALIZED (
-            SELECT bool_and(c.open) AS lean FROM chk c
+            -- Every token open, and no item named twice (a hashed
+            -- distinct: no sort).
+            SELECT bool_and(c.open)
+                   AND count(*) = (SELECT count(*) FROM (SELECT DISTINCT i.batch_id, i.item FROM inp i) x) AS lean
+              FROM chk c
         ),
         links AS (
             INSERT INTO {schema}.claim_closures AS c (slot, batch_id, link, items, outcome, open_after)
-            SELECT v_slot, k.batch_id, min(k.last_link) + 1, array_agg(k.item ORDER BY k.item),
+            SELECT v_slot, k.batch_id, min(k.last_link) + 1, array_agg(k.item),
                    'completed', min(k.open_before) - count(*)
               FROM chk k
              WHERE (SELECT v.lean FROM verdict v)
@@ -490,46 +491,68 @@ BEGIN
             ON CONFLICT DO NOTHING
             RETURNING c.batch_id
         ),
-        won AS MATERIALIZED (
-            SELECT k.* FROM chk k JOIN links l ON l.batch_id = k.batch_id
-        ),
+        -- What follows reads the items of the batches whose link this
+        -- call inserted (all of them unless another finisher won a race)
+        -- straight from chk: no join, no copy.
         done AS (
             -- One row per (queue slot, queue), as finish_pass writes it.
-            INSERT INTO {schema}.done_batches
+            -- The six arrays are parallel because one aggregate pass
+            -- feeds every array_agg the same rows in the same order;
+            -- which order does not matter (readers unnest them together
+            -- and find a job through lo_job_id/hi_job_id), so nothing is
+            -- sorted.
+            INSERT INTO {schema}.done_batches AS d
                 (slot, queue, lo_job_id, hi_job_id, job_ids, run_leases, attempts, ready_seqs,
                  priorities, shards)
             SELECT w.rslot, w.queue, min(w.job_id), max(w.job_id),
-                   array_agg(w.job_id ORDER BY w.job_id), array_agg(w.run_lease ORDER BY w.job_id),
-                   array_agg(w.attempt ORDER BY w.job_id), array_agg(w.rseq ORDER BY w.job_id),
-                   array_agg(w.prio ORDER BY w.job_id), array_agg(w.shard ORDER BY w.job_id)
-              FROM won w
+                   array_agg(w.job_id), array_agg(w.run_lease), array_agg(w.attempt),
+                   array_agg(w.rseq), array_agg(w.prio), array_agg(w.shard)
+              FROM chk w
+             WHERE w.batch_id = ANY (ARRAY(SELECT l.batch_id FROM links l))
              GROUP BY w.rslot, w.queue
-            RETURNING 1
+            RETURNING d.slot, d.queue, cardinality(d.job_ids) AS n
         ),
         counted AS (
             INSERT INTO {schema}.count_deltas (slot, queue, state, delta)
-            SELECT w.rslot, w.queue, 'completed', count(*)
-              FROM won w
-             GROUP BY w.rslot, w.queue
+            SELECT d.slot, d.queue, 'completed', d.n FROM done d
             RETURNING 1
         ),
         cleared AS (
             -- Progress and checkpoints end with the job.
             DELETE FROM {schema}.attempt_state s
-             WHERE s.job_id IN (SELECT w.job_id FROM won w)
+             WHERE s.job_id IN (SELECT w.job_id FROM chk w
+                                 WHERE w.batch_id = ANY (ARRAY(SELECT l.batch_id FROM links l)))
             RETURNING 1
         )
+        -- v_won: NULL when every batch's link was inserted (every input
+        -- finished), else the inputs that were; w_keyed: their jobs that
+        -- hold a unique key, read only when a batch has any.
         SELECT coalesce((SELECT v.lean FROM verdict v), false),
-               coalesce(array_agg(w.ord::integer), '{}'),
-               coalesce(array_agg(w.job_id) FILTER (WHERE w.keyed), '{}')
-          INTO v_lean, v_won, w_keyed
-          FROM won w;
+               CASE WHEN (SELECT count(*) FROM links) = (SELECT count(*) FROM bat) THEN NULL
+                    ELSE ARRAY(SELECT w.ord::integer FROM chk w
+                                WHERE w.batch_id = ANY (ARRAY(SELECT l.batch_id FROM links l)))
+               END,
+               CASE WHEN NOT EXISTS (SELECT 1 FROM bat b WHERE cardinality(b.keyed) > 0) THEN '{}'::bigint[]
+                    ELSE ARRAY(SELECT w.job_id FROM chk w
+                                WHERE w.keyed AND w.batch_id = ANY (ARRAY(SELECT l.batch_id FROM links l)))
+               END
+          INTO v_lean, v_won, w_keyed;
     END IF;
 
     IF NOT v_lean THEN
         -- finish_pass decides everything.
         v_todo := ARRAY(SELECT x.i FROM generate_series(1, v_n) AS x(i));
     ELSE
+        IF v_won IS NULL THEN
+            -- Every input finished (the drain's case): answer without
+            -- filling the per-input arrays.
+            IF cardinality(w_keyed) = 0 THEN
+                RETURN QUERY SELECT u.j, u.r, true, 'completed'::text
+                               FROM unnest(p_job_ids, p_run_leases) AS u(j, r);
+                RETURN;
+            END IF;
+            v_won := ARRAY(SELECT x.i FROM generate_series(1, v_n) AS x(i));
+        END IF;
         FOREACH m IN ARRAY v_won LOOP
             v_accepted[m] := true;
             v_next[m] := 'completed';

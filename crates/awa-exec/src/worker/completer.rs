@@ -29,12 +29,14 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 use tokio::sync::mpsc;
 
-/// Largest finish call. Each call pays about 2.5 ms of fixed cost (executor
-/// start-up) plus about 30 us per attempt; past ~256 the per-attempt cost
-/// grows again (the nested loops the planner picks for arrays it guesses
-/// at 10 rows): 128 -> 48 us, 256 -> 42 us, 512 -> 48 us per attempt
-/// (`bench --explain`, finish_by_batch_size; docs/benchmarks.md).
-const MAX_BATCH: usize = 256;
+/// Largest finish call: one claim batch. A call pays a fixed cost (the
+/// function's entry, its executor start-up, the round trip: about 0.9 ms
+/// of server time) plus a few microseconds per attempt on the lean path,
+/// whose statement sorts nothing and grows linearly with the call; at 256
+/// a 200,000-job drain made twice as many calls as claims, and the fixed
+/// costs were a third of its finish time (docs/benchmarks.md, "A finish
+/// that sorts nothing").
+const MAX_BATCH: usize = 512;
 
 /// Backoff between retries of a transient failure.
 const RETRY_FIRST: Duration = Duration::from_millis(50);

@@ -141,4 +141,9 @@ pub(crate) const STEPS: &[(i32, &str, &str)] = &[
         "the claim takes one lane in one statement",
         include_str!("../../migrations/0020_the_claim_takes_one_lane_in_one_statement.sql"),
     ),
+    (
+        21,
+        "the finish of one claim batch sorts nothing",
+        include_str!("../../migrations/0021_the_finish_of_one_claim_batch_sorts_nothing.sql"),
+    ),
 ];

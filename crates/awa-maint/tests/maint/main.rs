@@ -10,6 +10,7 @@ mod ring_model;
 mod batches;
 mod claim_items;
 mod cron;
+mod done_items;
 mod failover;
 mod job_path;
 mod leader;

@@ -91,6 +91,10 @@ const RELEASED: &[(i32, &str)] = &[
         20,
         "d21b1ee7eff18aa6df29dddddd45ee044fa8b7ce60462bb806194f7fe1aa3f45",
     ),
+    (
+        21,
+        "d7aac60999495025113e3eb47d2f0eedc28c77be67d79a603c7f19d4df9692a0",
+    ),
 ];
 
 #[test]
