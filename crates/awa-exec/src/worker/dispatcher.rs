@@ -6,6 +6,9 @@
 //! at most `max(claim_batch, 2 x concurrency)` jobs and about one claim
 //! batch of bytes), refills when half of them are gone, and starts one as
 //! each permit frees, with the claim call itself running concurrently.
+//! While claims come back full, a second claim is sent behind the one in
+//! flight (`CLAIMS_IN_FLIGHT`): the server hands it the lane as the first
+//! commits, so the claim stream does not wait for the worker.
 //! Buffered jobs hold open batch items: they are in the in-flight map from
 //! the moment they are claimed, so they are heartbeated like running
 //! ones, released on shutdown, and rescued if the worker dies.
@@ -13,6 +16,7 @@
 use super::{About, Done, InFlight, Stats, handler::*};
 use crate::{ExecError, Finish, Frontier, PgExecPlane};
 use awa_core::QueueName;
+use futures::stream::{FuturesUnordered, StreamExt};
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -135,7 +139,24 @@ fn buffer_target(concurrency: usize, max: usize, avg_job_us: u64) -> usize {
     usize::try_from(jobs).unwrap_or(max).clamp(1, max)
 }
 
-type ClaimResult = (Frontier, Result<Vec<awa_core::ClaimedJob>, ExecError>);
+/// A claim's outcome: its number (claims are numbered as they are sent),
+/// the frontier it hands back, how many jobs it asked for, and what it
+/// got.
+type ClaimResult = (
+    u64,
+    Frontier,
+    usize,
+    Result<Vec<awa_core::ClaimedJob>, ExecError>,
+);
+
+/// Claims of one queue in flight at once while work is flowing. The
+/// second is sent while the first runs: on a queue of one lane it waits
+/// for the first's lane lock in the server and takes the lane the moment
+/// the first commits, so the claim stream (a drain's bottleneck) is not
+/// idle while the worker reads the first's rows and starts its jobs, nor
+/// for the round trip. Only after a claim came back full: at low rates one
+/// claim per wake-up, as before.
+const CLAIMS_IN_FLIGHT: usize = 2;
 
 /// Why the dispatcher is not claiming right now.
 enum Hold {
@@ -150,7 +171,15 @@ enum Hold {
 }
 
 pub(crate) async fn run(d: Dispatcher) {
-    let mut frontier = Some(Frontier::default());
+    // The newest frontier candidate a claim handed back; each claim sent
+    // carries a copy (any candidate is only a hint that must have settled
+    // by the time a claim relies on it, ready_take's rule).
+    let mut frontier = Frontier::default();
+    // The number of the next claim sent, and of the claim whose candidate
+    // `frontier` holds: a claim that returns after a newer one does not
+    // set an older candidate back.
+    let mut sent = 0u64;
+    let mut newest_back = 0u64;
     let mut stop = d.stop.clone();
     let mut settle = SETTLE_FIRST;
     let mut buffer = Buffer::default();
@@ -162,9 +191,13 @@ pub(crate) async fn run(d: Dispatcher) {
     let max_buffer = (2 * d.batch).max(2 * d.concurrency);
     let avg_job_us = Arc::new(AtomicU64::new(0));
     let mut hold = Hold::None;
-    let mut claim: Option<std::pin::Pin<Box<dyn Future<Output = ClaimResult> + Send>>> = None;
-    // How many jobs the claim in flight asked for.
+    let mut claims: FuturesUnordered<std::pin::Pin<Box<dyn Future<Output = ClaimResult> + Send>>> =
+        FuturesUnordered::new();
+    // How many jobs the claims in flight asked for, together.
     let mut asked = 0usize;
+    // The last claim came back with all it asked for: work is flowing, and
+    // a second claim may be sent behind the one in flight.
+    let mut flowing = false;
     loop {
         let stopping = *stop.borrow();
         if stopping {
@@ -173,7 +206,7 @@ pub(crate) async fn run(d: Dispatcher) {
             // waited for (the worker abandons it at the grace deadline,
             // and rescue takes what it claimed).
             release_buffer(&d, &mut buffer);
-            if claim.is_none() {
+            if claims.is_empty() {
                 return;
             }
         } else {
@@ -187,40 +220,47 @@ pub(crate) async fn run(d: Dispatcher) {
                     Err(_) => break,
                 }
             }
-            if claim.is_none() {
+            let room = if flowing { CLAIMS_IN_FLIGHT } else { 1 };
+            while claims.len() < room {
                 let now = tokio::time::Instant::now();
                 let held = match hold {
                     Hold::None => false,
                     Hold::Settle(at) | Hold::Failed(at) | Hold::Idle(at) => now < at,
                 };
-                if !held {
-                    hold = Hold::None;
-                    let free = d.semaphore.available_permits();
-                    let target = buffer_target(
-                        d.concurrency,
-                        max_buffer,
-                        avg_job_us.load(Ordering::Relaxed),
-                    );
-                    // Refill once half the buffer is gone (jobs were just
-                    // started for every free permit, so a non-empty buffer
-                    // means no permit is free): claims stay large when
-                    // jobs are short, and barely anything waits when they
-                    // are long. What is claimed for free permits starts at
-                    // once, so at most `target <= max_buffer` jobs wait.
-                    let low = buffer.len() * 2 <= target;
-                    let want = (target + free).saturating_sub(buffer.len()).min(d.batch);
-                    if low && want > 0 && buffer.bytes < MAX_BUFFER_BYTES {
-                        asked = want;
-                        claim = Some(Box::pin(claim_once(
-                            d.pool.clone(),
-                            d.plane.clone(),
-                            d.queue.clone(),
-                            want,
-                            frontier.take().expect("one claim at a time"),
-                            d.instance_id,
-                        )));
-                    }
+                if held {
+                    break;
                 }
+                hold = Hold::None;
+                let free = d.semaphore.available_permits();
+                let target = buffer_target(
+                    d.concurrency,
+                    max_buffer,
+                    avg_job_us.load(Ordering::Relaxed),
+                );
+                // Refill once half the buffer is gone, counting what the
+                // claims in flight will bring (jobs were just started for
+                // every free permit, so a non-empty buffer means no permit
+                // is free): claims stay large when jobs are short, and
+                // barely anything waits when they are long. What is
+                // claimed for free permits starts at once, so at most
+                // `target <= max_buffer` jobs wait.
+                let coming = buffer.len() + asked;
+                let low = coming * 2 <= target;
+                let want = (target + free).saturating_sub(coming).min(d.batch);
+                if !(low && want > 0 && buffer.bytes < MAX_BUFFER_BYTES) {
+                    break;
+                }
+                asked += want;
+                sent += 1;
+                claims.push(Box::pin(claim_once(
+                    sent,
+                    d.pool.clone(),
+                    d.plane.clone(),
+                    d.queue.clone(),
+                    want,
+                    frontier.clone(),
+                    d.instance_id,
+                )));
             }
         }
 
@@ -230,14 +270,14 @@ pub(crate) async fn run(d: Dispatcher) {
         };
         let idle = matches!(hold, Hold::Idle(_));
         tokio::select! {
-            Some((back, result)) = async {
-                match claim.as_mut() {
-                    Some(c) => Some(c.await),
-                    None => None,
+            Some((number, back, wanted, result)) = claims.next(), if !claims.is_empty() => {
+                asked -= wanted;
+                // What this claim saw, whatever the other in flight sees.
+                let waiting = back.is_waiting();
+                if number > newest_back {
+                    newest_back = number;
+                    frontier = back;
                 }
-            }, if claim.is_some() => {
-                claim = None;
-                frontier = Some(back);
                 d.stats.claim_calls.fetch_add(1, Ordering::Relaxed);
                 match result {
                     Ok(jobs) => {
@@ -263,8 +303,8 @@ pub(crate) async fn run(d: Dispatcher) {
                         for job in jobs {
                             buffer.push(job);
                         }
-                        let waiting = frontier.as_ref().is_some_and(Frontier::is_waiting);
-                        if got > 0 && got < asked && !waiting && claimed_bytes < CUT_BY_BYTES {
+                        flowing = got == wanted || claimed_bytes >= CUT_BY_BYTES;
+                        if got > 0 && got < wanted && !waiting && claimed_bytes < CUT_BY_BYTES {
                             // The claim took everything it could see: the
                             // queue is drained up to a settled frontier. The
                             // next job's commit notifies (a notification
@@ -276,8 +316,10 @@ pub(crate) async fn run(d: Dispatcher) {
                             hold = Hold::Idle(tokio::time::Instant::now() + d.poll_interval);
                         } else if got > 0 {
                             // Work is flowing: claim again when the buffer
-                            // runs low.
+                            // runs low (whatever the other claim in flight
+                            // came back with before this one).
                             settle = SETTLE_FIRST;
+                            hold = Hold::None;
                         } else if waiting {
                             // The notification for this work has already
                             // come; the frontier just has not settled. Look
@@ -290,6 +332,7 @@ pub(crate) async fn run(d: Dispatcher) {
                         }
                     }
                     Err(err) => {
+                        flowing = false;
                         tracing::error!(queue = %d.queue, error = %err,
                             "claim failed; retrying after the poll interval");
                         hold = Hold::Failed(tokio::time::Instant::now() + d.poll_interval);
@@ -310,6 +353,7 @@ pub(crate) async fn run(d: Dispatcher) {
 }
 
 async fn claim_once(
+    number: u64,
     pool: sqlx::PgPool,
     plane: Arc<PgExecPlane>,
     queue: QueueName,
@@ -332,7 +376,7 @@ async fn claim_once(
             .await
     }
     .await;
-    (frontier, result)
+    (number, frontier, want, result)
 }
 
 /// Hand every buffered job back as `release` (the attempt does not count).
