@@ -259,6 +259,61 @@ async fn a_drain_of_short_jobs_at_concurrency_16_needs_few_claims() {
     assert_eq!(completed(&pool).await, JOBS as i64);
 }
 
+/// While claims come back full, a second claim waits behind the one in
+/// flight (for the lane lock, in the server) instead of being sent only
+/// after the worker has read the first's rows: two claim statements of one
+/// dispatcher are seen running at once, and every job still runs once.
+#[tokio::test]
+async fn a_drain_keeps_a_second_claim_waiting_behind_the_one_in_flight() {
+    const JOBS: usize = 20_000;
+    let db = awa_maint::migrated_test_db().await.unwrap();
+    let pool = db.pool().await.unwrap();
+    let q = QueueName::new("piped").unwrap();
+    enqueue_noops(&pool, &q, "noop", JOBS).await;
+
+    let recorder = Recorder::default();
+    let mut worker = Worker::new(
+        pool.clone(),
+        WorkerConfig::new(schema(), vec![(q.clone(), 64)]),
+    );
+    worker.register("noop", recorder.clone());
+    let stats = worker.stats();
+    let (stop_tx, mut stop_rx) = tokio::sync::watch::channel(false);
+    let run = tokio::spawn(worker.run(async move {
+        let _ = stop_rx.wait_for(|s| *s).await;
+    }));
+    // Sample the claims running in this database until the drain ends.
+    let mut watcher = pool.acquire().await.unwrap();
+    let mut most: i64 = 0;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
+    while stats.snapshot().completed < JOBS as u64 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "drain did not finish"
+        );
+        let now: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM pg_stat_activity
+              WHERE datname = current_database() AND state = 'active'
+                AND query LIKE '-- ExecPlane::claim.%'",
+        )
+        .fetch_one(&mut *watcher)
+        .await
+        .unwrap();
+        most = most.max(now);
+    }
+    stop_tx.send(true).unwrap();
+    let report = run.await.unwrap().unwrap();
+    assert_eq!(report.completed, JOBS as u64);
+    let runs = recorder.0.lock().unwrap().clone();
+    assert_eq!(runs.len(), JOBS);
+    assert!(runs.values().all(|&n| n == 1), "no job ran twice");
+    assert!(
+        most >= 2,
+        "at most {most} claim running at once: the next claim waits for the worker"
+    );
+    assert_eq!(completed(&pool).await, JOBS as i64);
+}
+
 /// Completes once the worker shuts down; until then it holds its permit,
 /// so claimed jobs behind it stay in the dispatcher's buffer.
 struct UntilShutdown;
