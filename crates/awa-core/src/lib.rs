@@ -19,6 +19,7 @@ pub mod routing;
 mod selection;
 pub mod sql;
 mod substrate;
+pub mod time;
 pub mod timeout;
 pub mod trace;
 mod unique;
@@ -31,6 +32,7 @@ pub use names::{QueueName, SchemaName, quote_ident};
 pub use routing::{Phase, Routing};
 pub use selection::{JobSelection, SelectionFor, check_containment};
 pub use substrate::{SlotCounts, SubstrateShape};
+pub use time::DbTime;
 pub use unique::Unique;
 
 /// Invalid input caught before it reaches the database.
@@ -67,6 +69,11 @@ pub enum InvalidInput {
         max: String,
         hint: &'static str,
     },
+    #[error(
+        "{what} {value} is outside the times Awa accepts: send a time from \
+         1970-01-01T00:00:00Z up to 9999-12-31T23:59:59.999999Z"
+    )]
+    TimeOutOfRange { what: &'static str, value: String },
     #[error("{what} cannot be {value:?}: {why}")]
     Choice {
         what: &'static str,
