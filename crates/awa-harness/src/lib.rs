@@ -31,6 +31,7 @@
 mod bins;
 mod docker;
 mod error;
+pub mod extremes;
 mod keeper;
 mod local;
 mod pdeathsig;

@@ -11,6 +11,7 @@ mod bounds;
 mod cadence;
 mod cancel;
 mod cron;
+mod extremes;
 mod history;
 mod jobs;
 mod maint;
