@@ -292,6 +292,9 @@ impl NewJob {
         if let Some(unique) = &self.unique {
             unique.validate()?;
         }
+        if let Some(at) = self.run_at {
+            crate::time::WRITABLE.check("run_at", at)?;
+        }
         Ok(())
     }
 }

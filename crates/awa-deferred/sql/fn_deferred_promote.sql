@@ -40,7 +40,12 @@ BEGIN
           ARRAY(SELECT attempt FROM ordered),
           ARRAY(SELECT max_attempts FROM ordered),
           ARRAY(SELECT run_lease FROM ordered),
-          ARRAY(SELECT created_at FROM ordered),
+          -- A created_at outside what ready_append accepts (only a
+          -- superuser's write can hold one) becomes now(), rather than
+          -- refusing every promotion behind it.
+          ARRAY(SELECT CASE WHEN created_at >= '1970-01-01 00:00:00+00'
+                             AND created_at < '10000-01-01 00:00:00+00'
+                            THEN created_at ELSE now() END FROM ordered),
           ARRAY(SELECT unique_key FROM ordered),
           ARRAY(SELECT metadata FROM ordered),
           ARRAY(SELECT attempts FROM ordered));

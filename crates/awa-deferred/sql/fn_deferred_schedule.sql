@@ -4,7 +4,10 @@
 -- directly, so it refuses (SQLSTATE 22023) arrays of different lengths, a
 -- NULL id, queue, kind, args or run_at, a priority outside 1..4
 -- (awa_core::bounds::PRIORITY) and max attempts outside 1..1000
--- (MAX_ATTEMPTS), before anything is written.
+-- (MAX_ATTEMPTS), a run_at not from 1970-01-01 00:00:00+00 up to (not
+-- including) 10000-01-01 00:00:00+00 (awa_core::time::WRITABLE: no
+-- infinity, so no reader meets a time it cannot show), before anything is
+-- written.
 CREATE OR REPLACE FUNCTION {schema}.deferred_schedule(
     p_job_ids      bigint[],
     p_queues       text[],
@@ -34,10 +37,11 @@ BEGIN
                       AS i(id, q, p, k, a, m, r)
                 WHERE i.id IS NULL OR i.q IS NULL OR i.k IS NULL OR i.a IS NULL OR i.r IS NULL
                    OR i.p IS NULL OR i.p NOT BETWEEN 1 AND 4
-                   OR i.m IS NULL OR i.m NOT BETWEEN 1 AND 1000) THEN
-        RAISE EXCEPTION 'deferred_schedule: a job has no id, queue, kind, args or run_at, or a priority or max attempts out of range'
+                   OR i.m IS NULL OR i.m NOT BETWEEN 1 AND 1000
+                   OR i.r < '1970-01-01 00:00:00+00' OR i.r >= '10000-01-01 00:00:00+00') THEN
+        RAISE EXCEPTION 'deferred_schedule: a job has no id, queue, kind, args or run_at, or a priority, max attempts or run_at out of range'
             USING ERRCODE = 'invalid_parameter_value',
-                  HINT = 'Priority is 1 to 4, max attempts 1 to 1000. Producers call enqueue, which checks its input.';
+                  HINT = 'Priority is 1 to 4, max attempts 1 to 1000, run_at a finite time from 1970 up to year 9999. Producers call enqueue, which checks its input.';
     END IF;
     INSERT INTO {schema}.deferred_jobs
         (job_id, queue, priority, kind, args, attempt, max_attempts, run_lease, run_at,

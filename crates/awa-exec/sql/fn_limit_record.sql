@@ -8,6 +8,11 @@
 -- counts against (its new run lease and batch item). Rate: per rate limit
 -- and partition, one entry (admitted_at, jobs) appended to limit_rates,
 -- the entries older than the limit's period dropped in the same write.
+--
+-- admitted_at must be a finite time from 1970-01-01 00:00:00+00 up to (not
+-- including) 10000-01-01 00:00:00+00 (awa_core::time::WRITABLE), else
+-- SQLSTATE 22023 before anything is written (the runtime role may call
+-- this by hand).
 CREATE OR REPLACE FUNCTION {schema}.limit_record(
     p_queue       text,
     p_admitted_at timestamptz,
@@ -16,6 +21,13 @@ CREATE OR REPLACE FUNCTION {schema}.limit_record(
     p_taken       jsonb
 ) RETURNS void LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $fn$
 BEGIN
+    IF p_admitted_at IS NULL OR p_admitted_at < '1970-01-01 00:00:00+00'
+       OR p_admitted_at >= '10000-01-01 00:00:00+00' THEN
+        RAISE EXCEPTION 'limit_record: admitted_at % is not a time from 1970 up to year 9999',
+                        coalesce(p_admitted_at::text, 'NULL')
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'claim passes now(); send a finite time from 1970-01-01 up to 9999-12-31 UTC.';
+    END IF;
     INSERT INTO {schema}.limit_holds (queue, kind, part, job_id, run_lease, claim_slot, batch_id, item)
     SELECT p_queue, l.kind, coalesce(j.args #>> l.concurrency_by, ''), j.job_id, j.run_lease + 1,
            p_claim_slot, p_batch, j.item

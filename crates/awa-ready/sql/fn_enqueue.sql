@@ -34,7 +34,11 @@
 -- * bounds (awa_core::bounds), checked before anything is written or an
 --   id drawn, with the SQLSTATEs of the producer contract
 --   (docs/sql-producer.md): a NULL queue, kind, args or priority 23502; a
---   priority outside 1..4 or max attempts outside 1..1000 23514.
+--   priority outside 1..4 or max attempts outside 1..1000 23514; a run_at
+--   that is not NULL and not from 1970-01-01 00:00:00+00 up to (not
+--   including) 10000-01-01 00:00:00+00 (awa_core::time::WRITABLE:
+--   infinity, -infinity, year 10000 and later, before 1970) 23514, so no
+--   reader meets a time it cannot show (issue 36).
 --
 -- Returns one row per input element, in input order.
 CREATE OR REPLACE FUNCTION {schema}.enqueue_local(
@@ -82,9 +86,11 @@ BEGIN
                    CASE WHEN i.q IS NULL THEN 'queue' WHEN i.k IS NULL THEN 'kind'
                         WHEN i.a IS NULL THEN 'args' WHEN i.p IS NULL THEN 'priority'
                         WHEN i.p NOT BETWEEN 1 AND 4 THEN 'priority ' || i.p
-                        WHEN i.m NOT BETWEEN 1 AND 1000 THEN 'max attempts ' || i.m END AS what
-              FROM unnest(p_queues, p_kinds, p_args, p_priorities, p_max_attempts)
-                   WITH ORDINALITY AS i(q, k, a, p, m, ord)) b
+                        WHEN i.m NOT BETWEEN 1 AND 1000 THEN 'max attempts ' || i.m
+                        WHEN i.r < '1970-01-01 00:00:00+00' OR i.r >= '10000-01-01 00:00:00+00'
+                             THEN 'run_at ' || (i.r AT TIME ZONE 'UTC')::text || ' UTC' END AS what
+              FROM unnest(p_queues, p_kinds, p_args, p_priorities, p_max_attempts, p_run_at)
+                   WITH ORDINALITY AS i(q, k, a, p, m, r, ord)) b
      WHERE b.what IS NOT NULL
      ORDER BY b.ord
      LIMIT 1;
@@ -92,6 +98,11 @@ BEGIN
         RAISE EXCEPTION 'job % of this enqueue has no %', v_big_ord, v_bad
             USING ERRCODE = 'not_null_violation',
                   HINT = 'Every job needs a queue, a kind, args (any JSON) and a priority (1 to 4).';
+    ELSIF FOUND AND v_bad LIKE 'run_at %' THEN
+        RAISE EXCEPTION 'job % of this enqueue has % (run_at is from 1970-01-01 00:00:00 UTC to 9999-12-31 23:59:59.999999 UTC, or NULL)',
+                        v_big_ord, v_bad
+            USING ERRCODE = 'check_violation',
+                  HINT = 'Send a finite run_at from 1970 up to year 9999 (a time in the past runs now), or NULL to run now.';
     ELSIF FOUND THEN
         RAISE EXCEPTION 'job % of this enqueue has % (priority is 1 to 4, max attempts 1 to 1000)',
                         v_big_ord, v_bad

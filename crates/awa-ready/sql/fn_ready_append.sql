@@ -8,7 +8,9 @@
 -- with SQLSTATE 22023 before anything is written (the runtime role may
 -- call this directly): arrays of different lengths, a NULL id, queue, kind
 -- or args, a priority outside 1..4 (awa_core::bounds::PRIORITY), max
--- attempts outside 1..1000 (MAX_ATTEMPTS), a negative attempt or run lease.
+-- attempts outside 1..1000 (MAX_ATTEMPTS), a negative attempt or run lease,
+-- a created_at that is NULL or not from 1970-01-01 00:00:00+00 up to (not
+-- including) 10000-01-01 00:00:00+00 (awa_core::time::WRITABLE).
 --
 -- Ordering rule that must not be broken: the transaction id is assigned,
 -- and the per-queue producer lock taken, BEFORE any lane position is drawn
@@ -61,16 +63,18 @@ BEGIN
     END IF;
     IF EXISTS (SELECT 1
                  FROM unnest(p_job_ids, p_queues, p_priorities, p_kinds, p_args, p_attempts,
-                             p_max_attempts, p_run_leases)
-                      AS i(id, q, p, k, a, att, m, rl)
+                             p_max_attempts, p_run_leases, p_created_at)
+                      AS i(id, q, p, k, a, att, m, rl, c)
                 WHERE i.id IS NULL OR i.q IS NULL OR i.k IS NULL OR i.a IS NULL
                    OR i.p IS NULL OR i.p NOT BETWEEN 1 AND 4
                    OR i.m IS NULL OR i.m NOT BETWEEN 1 AND 1000
                    OR i.att IS NULL OR i.att < 0
-                   OR i.rl IS NULL OR i.rl < 0) THEN
-        RAISE EXCEPTION 'ready_append: a job has no id, queue, kind or args, or a priority, max attempts, attempt or run lease out of range'
+                   OR i.rl IS NULL OR i.rl < 0
+                   OR i.c IS NULL OR i.c < '1970-01-01 00:00:00+00'
+                   OR i.c >= '10000-01-01 00:00:00+00') THEN
+        RAISE EXCEPTION 'ready_append: a job has no id, queue, kind or args, or a priority, max attempts, attempt, run lease or created_at out of range'
             USING ERRCODE = 'invalid_parameter_value',
-                  HINT = 'Priority is 1 to 4, max attempts 1 to 1000, attempt and run lease at least 0. Producers call enqueue, which checks its input.';
+                  HINT = 'Priority is 1 to 4, max attempts 1 to 1000, attempt and run lease at least 0, created_at a finite time from 1970 up to year 9999. Producers call enqueue, which checks its input.';
     END IF;
     PERFORM pg_current_xact_id();
     -- Announce "this transaction may hold lane positions of these queues"

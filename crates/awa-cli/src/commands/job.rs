@@ -41,6 +41,8 @@ fn new_job(args: &EnqueueArgs) -> Result<NewJob, CliError> {
         .run_at
         .as_deref()
         .map(|t| input::time_or_offset("--run-at", t, chrono::Utc::now()))
+        .transpose()?
+        .map(|t| awa_core::time::WRITABLE.check("--run-at", t))
         .transpose()?;
     job.max_attempts = args
         .max_attempts
