@@ -166,7 +166,9 @@ impl Metrics {
                     o.ring.clone(),
                     o.task.clone(),
                     o.outcome.clone(),
-                    o.at.timestamp_millis() as f64 / 1000.0,
+                    o.at
+                        .time()
+                        .map_or(f64::NAN, |t| t.timestamp_millis() as f64 / 1000.0),
                 ));
             }
         }

@@ -65,6 +65,14 @@ pub fn print_error(json: bool, err: &CliError) {
 }
 
 /// Rows under a header, columns padded to their widest cell.
+/// Each warning on stderr as `warning: ...` (text and `--json` alike: the
+/// JSON carries them too), e.g. a stored time shown raw.
+pub fn warn(warnings: &[String]) {
+    for w in warnings {
+        eprintln!("warning: {}", clean(w));
+    }
+}
+
 pub fn table(header: &[&str], rows: &[Vec<String>]) -> String {
     let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
     for row in rows {

@@ -78,6 +78,8 @@ fn starts(attempts: &[(i64, AttemptRecord)]) -> Vec<i64> {
         .iter()
         .map(|(id, a)| {
             a.started_at
+                .clone()
+                .and_then(|t| t.time())
                 .unwrap_or_else(|| panic!("job {id}: attempt without a start: {a:?}"))
                 .timestamp_micros()
         })

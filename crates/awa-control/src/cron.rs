@@ -315,6 +315,12 @@ pub struct Stored {
     pub error: Option<String>,
     /// Since when `error` has held (the first pass that failed this way).
     pub error_since: Option<DateTime<Utc>>,
+    /// Stored times outside what Awa can show (written by SQL: infinity, a
+    /// year past 262143), each given raw; the time itself reads as absent
+    /// (`fire_from` as the latest time there is). Such a schedule does not
+    /// fire (the leader records why) until it is defined again.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
 }
 
 impl Stored {
@@ -324,7 +330,7 @@ impl Stored {
     /// tick of the current second that has not fired yet is still next.
     /// A whole second, like every tick.
     pub fn next_fire(&self, now: DateTime<Utc>) -> Option<DateTime<Utc>> {
-        if !self.enabled {
+        if !self.enabled || !self.warnings.is_empty() {
             return None;
         }
         let ticks = Ticks::parse(&self.schedule.cron, &self.schedule.timezone).ok()?;
@@ -461,6 +467,18 @@ pub async fn list(
                 },
                 _ => Missed::Skip,
             };
+            let mut warnings = Vec::new();
+            let mut time = |column: &str| -> Option<DateTime<Utc>> {
+                let t: Option<awa_core::DbTime> = r.get(column);
+                if let Some(w) = t.as_ref().and_then(|t| t.warning(column)) {
+                    warnings.push(w);
+                }
+                t.and_then(|t| t.time())
+            };
+            let fire_from = time("fire_from").unwrap_or(DateTime::<Utc>::MAX_UTC);
+            let last_tick = time("last_tick");
+            let last_enqueued_at = time("last_enqueued_at");
+            let error_since = time("error_since");
             Stored {
                 schedule: Schedule {
                     name: r.get("name"),
@@ -475,12 +493,13 @@ pub async fn list(
                     missed,
                 },
                 enabled: r.get("enabled"),
-                fire_from: r.get("fire_from"),
-                last_tick: r.get("last_tick"),
+                fire_from,
+                last_tick,
                 last_job_id: r.get("last_job_id"),
-                last_enqueued_at: r.get("last_enqueued_at"),
+                last_enqueued_at,
                 error: r.get("error"),
-                error_since: r.get("error_since"),
+                error_since,
+                warnings,
             }
         })
         .collect())
@@ -734,6 +753,7 @@ mod tests {
             last_enqueued_at: None,
             error: None,
             error_since: None,
+            warnings: Vec::new(),
         };
         assert_eq!(
             nightly.next_fire(nightly.fire_from),

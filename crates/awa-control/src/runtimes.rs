@@ -64,8 +64,8 @@ pub struct RuntimeEntry {
     pub pid: i32,
     pub role: String,
     pub queues: Vec<String>,
-    pub started_at: chrono::DateTime<chrono::Utc>,
-    pub last_seen_at: chrono::DateTime<chrono::Utc>,
+    pub started_at: awa_core::DbTime,
+    pub last_seen_at: awa_core::DbTime,
     /// Seconds since its last heartbeat, on the database's clock.
     pub seen_secs_ago: f64,
 }

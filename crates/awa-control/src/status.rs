@@ -3,7 +3,6 @@
 
 use crate::ControlError;
 use awa_core::{SchemaName, SlotCounts, sql::statement};
-use chrono::{DateTime, Utc};
 use sqlx::{PgConnection, Row};
 
 #[derive(Debug, Clone, serde::Serialize)]
@@ -12,7 +11,7 @@ pub struct RingCursor {
     pub ring: String,
     pub generation: i64,
     pub slot: i32,
-    pub rotated_at: DateTime<Utc>,
+    pub rotated_at: awa_core::DbTime,
 }
 
 #[derive(Debug, Clone, serde::Serialize)]
@@ -31,7 +30,7 @@ pub struct RingOutcome {
     pub task: String,
     pub outcome: String,
     pub detail: Option<String>,
-    pub at: DateTime<Utc>,
+    pub at: awa_core::DbTime,
 }
 
 #[derive(Debug, Clone, serde::Serialize)]
@@ -39,7 +38,7 @@ pub struct RingOutcome {
 pub struct SubstrateStatus {
     pub schema: SchemaName,
     pub slots: SlotCounts,
-    pub installed_at: DateTime<Utc>,
+    pub installed_at: awa_core::DbTime,
     pub active: bool,
     /// The substrate's own history retention; `None`: automatic, (queue
     /// slots - 2) x the leader's rotate interval.
@@ -73,7 +72,7 @@ pub struct RuntimeBackend {
     pub pid: i32,
     /// read_write (writes there) or drain (claims and finishes only).
     pub mode: String,
-    pub last_seen_at: DateTime<Utc>,
+    pub last_seen_at: awa_core::DbTime,
 }
 
 #[derive(Debug, Clone, serde::Serialize)]
@@ -83,7 +82,7 @@ pub struct LeaderStatus {
     pub host: String,
     pub pid: i32,
     pub backend_pid: i32,
-    pub since: DateTime<Utc>,
+    pub since: awa_core::DbTime,
     /// False when the recorded leader no longer holds the lock.
     pub holding: bool,
 }
@@ -155,8 +154,8 @@ pub struct TransitionState {
     pub target_schema: Option<String>,
     /// Grows by one at every step.
     pub epoch: i64,
-    pub mixed_since: Option<DateTime<Utc>>,
-    pub updated_at: DateTime<Utc>,
+    pub mixed_since: Option<awa_core::DbTime>,
+    pub updated_at: awa_core::DbTime,
     /// Substrates that no longer receive writes and are still read until
     /// they drain.
     pub draining: Vec<String>,

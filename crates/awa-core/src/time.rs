@@ -195,10 +195,20 @@ impl<'r> sqlx::Decode<'r, sqlx::Postgres> for DbTime {
     }
 }
 
+/// In the API document: a string, an RFC 3339 time, or (for a stored value
+/// outside what Awa can show) PostgreSQL's raw text such as `infinity`.
 #[cfg(feature = "openapi")]
 impl utoipa::PartialSchema for DbTime {
     fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
-        <DateTime<Utc> as utoipa::PartialSchema>::schema()
+        utoipa::openapi::schema::ObjectBuilder::new()
+            .schema_type(utoipa::openapi::schema::Type::String)
+            .description(Some(
+                "An RFC 3339 time; a stored value outside the times Awa can show \
+                 (infinity, -infinity, a year past 262143) is PostgreSQL's raw text, \
+                 with a warning.",
+            ))
+            .examples(["2026-12-01T10:00:00.123456Z"])
+            .into()
     }
 }
 

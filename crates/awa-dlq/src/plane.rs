@@ -3,7 +3,6 @@
 use crate::DlqError;
 use async_trait::async_trait;
 use awa_core::{JobId, QueueName, SchemaName, sql::statement};
-use chrono::{DateTime, Utc};
 use sqlx::{PgConnection, Row};
 
 /// Which entries an operation applies to.
@@ -33,8 +32,8 @@ pub struct DlqEntry {
     pub attempt: i32,
     pub max_attempts: i32,
     pub run_lease: i64,
-    pub created_at: DateTime<Utc>,
-    pub dead_at: DateTime<Utc>,
+    pub created_at: awa_core::DbTime,
+    pub dead_at: awa_core::DbTime,
     pub last_error: Option<String>,
 }
 

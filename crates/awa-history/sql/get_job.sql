@@ -45,7 +45,8 @@ claim AS (
              CROSS JOIN LATERAL (
                     SELECT b.claimed_at, b.instance_id FROM {schema}.claim_batches b
                      WHERE b.claimed_at <= j.at
-                       AND b.claimed_at >= j.created_at - interval '1 minute'
+                       -- greatest(): no overflow for the earliest time (issue 36)
+                       AND b.claimed_at >= greatest(j.created_at, '4714-11-24 00:01:00+00 BC') - interval '1 minute'
                        AND j.id = ANY (b.job_ids)
                        AND b.run_leases[array_position(b.job_ids, j.id)] = j.run_lease
                      ORDER BY b.claimed_at DESC
@@ -64,7 +65,7 @@ SELECT j.id, j.queue, j.kind, j.args, j.priority, j.state, j.attempt, j.max_atte
        c.claimed_at AS claim_started_at, c.instance_id AS claim_instance,
        c.heartbeat_at AS attempt_heartbeat_at,
        r.host AS claim_host, r.pid AS claim_pid, r.last_seen_at AS claim_seen_at,
-       extract(epoch FROM now() - r.last_seen_at)::float8 AS claim_age_secs
+       (extract(epoch FROM now()) - extract(epoch FROM r.last_seen_at))::float8 AS claim_age_secs
   FROM j
   LEFT JOIN claim c ON true
   LEFT JOIN awa.runtimes r ON r.instance_id = c.instance_id

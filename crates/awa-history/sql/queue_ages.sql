@@ -3,7 +3,7 @@
 -- entries past its head and the deferred rows: O(lanes + live jobs),
 -- whatever history is kept; view_jobs.sql).
 SELECT queue,
-       extract(epoch FROM now() - min(at))::float8 AS oldest_available_secs
+       (extract(epoch FROM now()) - extract(epoch FROM min(at)))::float8 AS oldest_available_secs
   FROM {schema}.live_job_states
  WHERE state = 'available'
  GROUP BY queue

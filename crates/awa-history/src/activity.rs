@@ -8,7 +8,6 @@
 
 use crate::{HistoryError, PgHistoryPlane};
 use awa_core::sql::statement;
-use chrono::{DateTime, Utc};
 use sqlx::{PgConnection, Row};
 
 /// What one queue did in one minute.
@@ -17,7 +16,7 @@ use sqlx::{PgConnection, Row};
 pub struct ActivityMinute {
     pub queue: String,
     /// The minute's start.
-    pub minute: DateTime<Utc>,
+    pub minute: awa_core::DbTime,
     /// Jobs that reached each terminal state in the minute.
     pub completed: i64,
     pub failed: i64,
@@ -34,7 +33,7 @@ pub struct ActivityMinute {
     /// leader measured during the minute. Absent when none was waiting.
     pub wait_max_secs: Option<f64>,
     /// When the leader last recorded this minute.
-    pub measured_at: DateTime<Utc>,
+    pub measured_at: awa_core::DbTime,
 }
 
 impl PgHistoryPlane {

@@ -2,7 +2,7 @@
 //! with the job's body, completed with what the claim ring still knows
 //! about its latest attempt.
 
-use chrono::{DateTime, Utc};
+use awa_core::DbTime;
 use sqlx::{Row, postgres::PgRow};
 
 /// The runtime that ran an attempt, as it was registered then.
@@ -29,10 +29,10 @@ pub struct AttemptRecord {
     /// When it was claimed; absent for a completion whose claim the ring
     /// no longer holds.
     #[serde(default)]
-    pub started_at: Option<DateTime<Utc>>,
+    pub started_at: Option<DbTime>,
     /// When it ended; absent while it runs.
     #[serde(default)]
-    pub ended_at: Option<DateTime<Utc>>,
+    pub ended_at: Option<DbTime>,
     /// running, completed, retried, rescued, snoozed, released, failed,
     /// cancelled or dead_lettered.
     pub outcome: String,
@@ -55,13 +55,13 @@ pub struct Holder {
     pub host: Option<String>,
     pub pid: Option<i32>,
     /// When the runtime last reported itself alive.
-    pub last_seen_at: Option<DateTime<Utc>>,
+    pub last_seen_at: Option<DbTime>,
     /// Seconds since then, on the database's clock.
     pub heartbeat_age_secs: Option<f64>,
     /// The attempt's own latest heartbeat (jobs that run long enough to
     /// heartbeat; one-job reads only).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub attempt_heartbeat_at: Option<DateTime<Utc>>,
+    pub attempt_heartbeat_at: Option<DbTime>,
 }
 
 /// The holder columns every job read returns (`holder`, `holder_host`,
@@ -97,7 +97,7 @@ pub(crate) fn parse(value: Option<serde_json::Value>) -> Vec<AttemptRecord> {
 /// still holds them.
 pub(crate) fn of_job(row: &PgRow, state: &str, attempt: i32) -> Vec<AttemptRecord> {
     let mut records = parse(row.get("attempts"));
-    let started: Option<DateTime<Utc>> = row.get("claim_started_at");
+    let started: Option<DbTime> = row.get("claim_started_at");
     let instance: Option<uuid::Uuid> = row.get("claim_instance");
     let runtime = instance.map(|id| AttemptRuntime {
         id: Some(id),
@@ -149,7 +149,7 @@ mod tests {
         assert_eq!(records.len(), 2, "the unreadable one is skipped");
         assert_eq!(records[0].outcome, "retried");
         assert_eq!(
-            records[0].started_at.unwrap().to_rfc3339(),
+            records[0].started_at.as_ref().unwrap().to_rfc3339(),
             "2026-01-02T01:04:05.123456+00:00"
         );
         assert_eq!(records[0].runtime.as_ref().unwrap().pid, Some(7));

@@ -4,7 +4,6 @@
 
 use crate::{HistoryError, JobView, PgHistoryPlane};
 use awa_core::{JobId, JobState, QueueName, sql::statement};
-use chrono::{DateTime, Utc};
 use sqlx::{PgConnection, Row};
 
 /// Which jobs a page lists; `None` fields match any job.
@@ -27,7 +26,7 @@ pub struct JobFilter {
 pub struct ThroughputPoint {
     pub queue: String,
     pub state: JobState,
-    pub minute: DateTime<Utc>,
+    pub minute: awa_core::DbTime,
     pub jobs: i64,
 }
 

@@ -3,7 +3,7 @@
 use crate::HistoryError;
 use async_trait::async_trait;
 use awa_core::{JobId, JobState, QueueName, SchemaName, sql::statement};
-use chrono::{DateTime, Utc};
+use awa_core::DbTime;
 use sqlx::{PgConnection, Row, postgres::PgRow};
 use std::collections::BTreeMap;
 
@@ -21,10 +21,10 @@ pub struct JobView {
     pub attempt: i32,
     pub max_attempts: i32,
     pub run_lease: i64,
-    pub created_at: DateTime<Utc>,
+    pub created_at: DbTime,
     /// When it became runnable, was claimed, is due, or was finalized,
     /// depending on the state.
-    pub at: DateTime<Utc>,
+    pub at: DbTime,
     pub last_error: Option<String>,
     /// None (null in JSON) when the job was enqueued without metadata,
     /// whatever its state.
@@ -36,6 +36,37 @@ pub struct JobView {
     /// first, the running one included (ADR 11). Absent from lists.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub attempts: Option<Vec<crate::AttemptRecord>>,
+    /// What could not be shown as it should: a stored time outside what
+    /// Awa can show (it is given raw, e.g. `infinity`). Absent when none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
+}
+
+impl JobView {
+    /// Fill `warnings` from the times this view holds.
+    fn warn_raw_times(mut self) -> Self {
+        let mut warnings = Vec::new();
+        let mut check = |what: String, t: Option<&DbTime>| {
+            if let Some(w) = t.and_then(|t| t.warning(&what)) {
+                warnings.push(w);
+            }
+        };
+        check(format!("job {}'s created_at", self.id), Some(&self.created_at));
+        check(format!("job {}'s at", self.id), Some(&self.at));
+        if let Some(h) = &self.holder {
+            check("its holder's last_seen_at".into(), h.last_seen_at.as_ref());
+            check(
+                "its attempt's heartbeat_at".into(),
+                h.attempt_heartbeat_at.as_ref(),
+            );
+        }
+        for a in self.attempts.iter().flatten() {
+            check(format!("attempt {}'s started_at", a.attempt), a.started_at.as_ref());
+            check(format!("attempt {}'s ended_at", a.attempt), a.ended_at.as_ref());
+        }
+        self.warnings = warnings;
+        self
+    }
 }
 
 /// How far terminal history has been reclaimed: a job whose terminal fact
@@ -44,7 +75,7 @@ pub struct JobView {
 pub struct PrunedHorizon {
     pub pruned_through: JobId,
     /// When the latest slot was retired (its history ended for readers).
-    pub pruned_at: DateTime<Utc>,
+    pub pruned_at: DbTime,
 }
 
 /// The unfinished jobs of some queues in one state.
@@ -53,7 +84,7 @@ pub struct PendingState {
     pub state: JobState,
     pub jobs: i64,
     /// The earliest `at` among them (for a deferred state, the next due).
-    pub next_at: Option<DateTime<Utc>>,
+    pub next_at: Option<DbTime>,
     /// How many are runnable by the horizon asked about.
     pub due: i64,
 }
@@ -125,6 +156,7 @@ pub(crate) fn job_view(row: PgRow) -> JobView {
         holder,
         ..job_fields(&row)
     }
+    .warn_raw_times()
 }
 
 /// A one-job read (`get_job.sql`): with its attempts and, when it runs,
@@ -148,7 +180,7 @@ fn one_job(row: PgRow) -> JobView {
             attempt_heartbeat_at: row.get("attempt_heartbeat_at"),
         }
     });
-    job
+    job.warn_raw_times()
 }
 
 fn job_fields(row: &PgRow) -> JobView {
@@ -174,6 +206,7 @@ fn job_fields(row: &PgRow) -> JobView {
             .filter(|m| !m.is_null()),
         holder: None,
         attempts: None,
+        warnings: Vec::new(),
     }
 }
 

@@ -132,10 +132,10 @@ async fn three_failures_show_three_errors_with_times_and_runtimes() {
     for (i, a) in attempts.iter().enumerate() {
         assert_eq!(a.attempt, i as i32 + 1);
         assert_eq!(a.error.as_deref(), Some(errors[i]));
-        let (started, ended) = (a.started_at.unwrap(), a.ended_at.unwrap());
+        let (started, ended) = (a.started_at.clone().unwrap(), a.ended_at.clone().unwrap());
         assert!(started <= ended, "{a:?}");
         if i > 0 {
-            assert!(attempts[i - 1].ended_at.unwrap() <= started);
+            assert!(attempts[i - 1].ended_at.clone().unwrap() <= started);
         }
         let rt = a.runtime.as_ref().expect("the runtime is recorded");
         assert_eq!(rt.id, Some(runs[i]));
@@ -193,7 +193,7 @@ async fn a_running_job_names_its_holder_and_its_completion_becomes_a_record() {
     assert_eq!(done.len(), 1, "{done:?}");
     assert_eq!(done[0].outcome, "completed");
     assert_eq!(done[0].attempt, 1);
-    assert!(done[0].started_at.unwrap() <= done[0].ended_at.unwrap());
+    assert!(done[0].started_at.clone().unwrap() <= done[0].ended_at.clone().unwrap());
     assert_eq!(done[0].runtime.as_ref().unwrap().id, Some(me));
 
     // A running job: holder in the list and in the detail; the running

@@ -103,6 +103,15 @@ async fn fire_schedule(
     fired: &mut Vec<Fired>,
 ) -> Result<(), MaintError> {
     let s = &stored.schedule;
+    // A stored time no reader can show (written by SQL) leaves nothing to
+    // compute ticks from: this schedule fails alone, saying which.
+    if !stored.warnings.is_empty() {
+        return Err(MaintError::Invalid(awa_core::InvalidInput::Choice {
+            what: "a stored time of this schedule",
+            value: stored.warnings.join("; "),
+            why: "define the schedule again (awa cron add --replace) to fire it",
+        }));
+    }
     // Validated on write by every client, but the runtime role may write
     // the row by SQL: parse again, and let a bad one fail alone.
     let ticks = Ticks::parse(&s.cron, &s.timezone)?;

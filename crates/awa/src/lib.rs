@@ -79,7 +79,7 @@ pub use awa_macros::Job;
 /// attempt records ([`InsertOpts::timeout`], [`ClientBuilder::timeout`]).
 pub use awa_core::timeout;
 pub use awa_core::{
-    JobId, JobSelection, JobState, NewJob, Priority, QueueName, SchemaName, Unique,
+    DbTime, JobId, JobSelection, JobState, NewJob, Priority, QueueName, SchemaName, Unique,
 };
 pub use awa_exec::Progress;
 pub use awa_exec::worker::{

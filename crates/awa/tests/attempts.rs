@@ -64,7 +64,7 @@ async fn every_attempt_is_shown_and_a_failed_job_is_retried_on_demand() {
             a.error.as_deref(),
             Some(format!("failure number {}", i + 1).as_str())
         );
-        assert!(a.started_at.unwrap() <= a.ended_at.unwrap());
+        assert!(a.started_at.as_ref().unwrap() <= a.ended_at.as_ref().unwrap());
         let rt = a.runtime.as_ref().expect("the runtime that ran it");
         assert_eq!(rt.pid, Some(std::process::id() as i32));
         assert!(

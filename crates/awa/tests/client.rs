@@ -279,7 +279,7 @@ async fn bad_options_are_refused_before_anything_is_written() {
 async fn retry_in(client: &Client, id: awa::JobId) -> f64 {
     let job = client.job(id).await.unwrap().unwrap();
     assert_eq!(job.state, JobState::Retryable, "{job:?}");
-    (job.at - chrono::Utc::now()).num_milliseconds() as f64 / 1000.0
+    (job.at.time().unwrap() - chrono::Utc::now()).num_milliseconds() as f64 / 1000.0
 }
 
 async fn failing(_: ResizeImage, _: JobContext) -> HandlerResult {

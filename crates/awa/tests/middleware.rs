@@ -356,7 +356,7 @@ async fn a_middleware_error_is_the_attempts_result_and_meets_the_retry_policy() 
         if state == JobState::Retryable {
             // The kind's policy gave the middleware's Retry its delay.
             assert!(
-                view.at > before + chrono::Duration::minutes(50),
+                view.at.time().unwrap() > before + chrono::Duration::minutes(50),
                 "retry due at {} (policy: 1 hour)",
                 view.at
             );

@@ -49,7 +49,7 @@ pub async fn activity(
     Ok(Json(ActivityView {
         minutes,
         queue: queue.map(|q| q.as_str().to_owned()),
-        last_measured_at: rows.iter().map(|r| r.measured_at).max(),
+        last_measured_at: rows.iter().filter_map(|r| r.measured_at.time()).max(),
         points: points(&rows, minutes, Utc::now()),
     }))
 }
@@ -65,7 +65,10 @@ fn points(rows: &[ActivityMinute], minutes: i32, now: DateTime<Utc>) -> Vec<Acti
         .rev()
         .map(|i| {
             let minute = last - chrono::Duration::minutes(i64::from(i));
-            let of: Vec<&ActivityMinute> = rows.iter().filter(|r| r.minute == minute).collect();
+            let of: Vec<&ActivityMinute> = rows
+                .iter()
+                .filter(|r| r.minute == awa_core::DbTime::At(minute))
+                .collect();
             let sampled: i64 = of.iter().map(|r| i64::from(r.claims_sampled)).sum();
             let weighted: f64 = of
                 .iter()
@@ -96,7 +99,7 @@ mod tests {
     fn row(queue: &str, minute: DateTime<Utc>, claims: i32, avg: Option<f64>) -> ActivityMinute {
         ActivityMinute {
             queue: queue.into(),
-            minute,
+            minute: minute.into(),
             completed: 2,
             failed: 1,
             cancelled: 0,
@@ -105,7 +108,7 @@ mod tests {
             pickup_avg_secs: avg,
             pickup_max_secs: avg.map(|a| a * 2.0),
             wait_max_secs: None,
-            measured_at: minute,
+            measured_at: minute.into(),
         }
     }
 

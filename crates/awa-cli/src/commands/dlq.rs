@@ -32,7 +32,7 @@ async fn list(cli: &Cli, args: &DlqListArgs) -> Result<(), CliError> {
                 .await?,
         );
     }
-    entries.sort_by_key(|e| std::cmp::Reverse(e.dead_at));
+    entries.sort_by_key(|e| std::cmp::Reverse(e.dead_at.clone()));
     entries.truncate(limit as usize);
     output::emit(cli.json, &entries, || {
         if entries.is_empty() {

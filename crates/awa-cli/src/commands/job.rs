@@ -297,6 +297,7 @@ async fn dump(cli: &Cli, id: i64) -> Result<(), CliError> {
             break;
         }
     }
+    output::warn(&job.warnings);
     let dump = Dump { job, progress };
     output::emit(cli.json, &dump, || dump_text(&dump));
     Ok(())
@@ -358,7 +359,7 @@ fn dump_text(dump: &Dump) -> String {
     .collect();
     if let Some(h) = &job.holder {
         lines.push(format!("holder: {}", holder_text(h)));
-        if let Some(at) = h.attempt_heartbeat_at {
+        if let Some(at) = &h.attempt_heartbeat_at {
             lines.push(format!("attempt heartbeat: {}", at.to_rfc3339()));
         }
     }
@@ -390,20 +391,21 @@ pub(crate) fn holder_text(h: &awa_history::Holder) -> String {
 /// One line of the attempt timeline: number, outcome, when, how long,
 /// where, and the error.
 fn attempt_text(a: &awa_history::AttemptRecord) -> String {
-    let time = |t: Option<chrono::DateTime<chrono::Utc>>| {
-        t.map_or("?".to_string(), |t| {
-            t.format("%Y-%m-%d %H:%M:%S%.3f UTC").to_string()
-        })
+    let time = |t: Option<&awa_core::DbTime>| {
+        t.map_or("?".to_string(), |t| t.format("%Y-%m-%d %H:%M:%S%.3f UTC"))
     };
-    let span = match (a.started_at, a.ended_at) {
-        (Some(s), Some(e)) => format!(
-            "{} -> {} ({:.3}s)",
-            time(Some(s)),
-            e.format("%H:%M:%S%.3f"),
-            (e - s).num_milliseconds() as f64 / 1000.0
-        ),
+    let span = match (&a.started_at, &a.ended_at) {
+        (Some(s), Some(e)) => match (s.time(), e.time()) {
+            (Some(st), Some(et)) => format!(
+                "{} -> {} ({:.3}s)",
+                time(Some(s)),
+                e.format("%H:%M:%S%.3f"),
+                (et - st).num_milliseconds() as f64 / 1000.0
+            ),
+            _ => format!("{} -> {}", time(Some(s)), time(Some(e))),
+        },
         (Some(s), None) => format!("{} -> (running)", time(Some(s))),
-        (None, e) => format!("ended {}", time(e)),
+        (None, e) => format!("ended {}", time(e.as_ref())),
     };
     let runtime = a
         .runtime
@@ -479,6 +481,9 @@ async fn list(cli: &Cli, args: &JobListArgs) -> Result<(), CliError> {
     }
     jobs.sort_by_key(|j| std::cmp::Reverse(j.id));
     jobs.truncate(limit as usize);
+    for j in &jobs {
+        output::warn(&j.warnings);
+    }
     output::emit(cli.json, &jobs, || {
         if jobs.is_empty() {
             return "no jobs".into();

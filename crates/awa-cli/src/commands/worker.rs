@@ -421,14 +421,17 @@ fn progress_line(s: &StatsSnapshot, per_sec: f64, waiting: Option<&str>) -> Stri
 fn describe(states: &[PendingState]) -> String {
     let parts: Vec<String> = states
         .iter()
-        .map(|s| match (s.state, s.next_at) {
+        .map(|s| match (s.state, &s.next_at) {
             (JobState::Scheduled | JobState::Retryable | JobState::Snoozed, Some(at)) => {
                 format!(
                     "{} {} {} (next at {})",
                     s.jobs,
                     s.state,
                     if s.jobs == 1 { "job" } else { "jobs" },
-                    at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+                    at.time().map_or_else(
+                        || at.to_rfc3339(),
+                        |t| t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+                    )
                 )
             }
             _ => format!(
@@ -504,13 +507,13 @@ mod tests {
             PendingState {
                 state: JobState::Running,
                 jobs: 1,
-                next_at: Some(at),
+                next_at: Some(at.into()),
                 due: 1,
             },
             PendingState {
                 state: JobState::Scheduled,
                 jobs: 3,
-                next_at: Some(at),
+                next_at: Some(at.into()),
                 due: 0,
             },
         ];

@@ -38,7 +38,12 @@ fn no_panic(what: &str, run: &Run) {
 /// Every command that reads job rows, queue state, dead letters, cron or
 /// storage: each must succeed. Returns the runs of `job list --json` and
 /// `job dump ID --json` for each id, for the caller to look into.
-fn read_everything(url: &str, ids: &[i64], when: &str) -> Vec<(String, Run)> {
+///
+/// With `lost_ok`, `job dump` may also say the job is not found: integers
+/// written over the columns that tie a job's rows together (a run lease,
+/// an attempt) make its parts no longer match, which is not a decoding
+/// failure.
+fn read_everything(url: &str, ids: &[i64], when: &str, lost_ok: bool) -> Vec<(String, Run)> {
     let mut runs = Vec::new();
     let mut commands: Vec<Vec<String>> = [
         &["job", "list"][..],
@@ -66,7 +71,13 @@ fn read_everything(url: &str, ids: &[i64], when: &str) -> Vec<(String, Run)> {
             let args: Vec<&str> = argv.iter().map(String::as_str).collect();
             let run = awa(url, &args);
             let what = format!("{when}: awa {}", argv.join(" "));
-            no_panic(&what, &run);
+            let lost = run.code == Some(1) && run.stderr.contains("no job with id");
+            if !(lost_ok && argv[1] == "dump" && lost) {
+                no_panic(&what, &run);
+            } else {
+                assert!(!run.stderr.contains("panicked"), "{what}: {run:#?}");
+                continue;
+            }
             if argv.last().map(String::as_str) == Some("--json") {
                 let _ = run.json();
             }
@@ -116,7 +127,7 @@ async fn every_reader_shows_every_extreme_a_table_can_hold() {
     )
     .ok());
     let ids = [available, scheduled, failed, dead, done, running];
-    read_everything(url, &ids, "before");
+    read_everything(url, &ids, "before", false);
 
     for value in awa_harness::extremes::TIMESTAMPTZ {
         let (written, _) = awa_harness::extremes::write_every_column(
@@ -139,7 +150,7 @@ async fn every_reader_shows_every_extreme_a_table_can_hold() {
         ] {
             assert!(written.iter().any(|w| w == must), "{must} not in {written:?}");
         }
-        let runs = read_everything(url, &ids, value);
+        let runs = read_everything(url, &ids, value, false);
         // A value chrono cannot hold is shown raw (as PostgreSQL prints
         // it), with a warning.
         let raw = (!value.ends_with("BC") && !value.starts_with("1969")).then_some(*value);
@@ -167,7 +178,7 @@ async fn every_reader_shows_every_extreme_a_table_can_hold() {
         awa_harness::extremes::write_every_column(&mut conn, &["awa"], "interval", value, false)
             .await
             .unwrap();
-        read_everything(url, &ids, value);
+        read_everything(url, &ids, value, false);
     }
     for (ty, max) in [
         ("smallint", "32767"),
@@ -180,7 +191,7 @@ async fn every_reader_shows_every_extreme_a_table_can_hold() {
         awa_harness::extremes::write_every_column(&mut conn, &["awa"], ty, max, true)
             .await
             .unwrap();
-        read_everything(url, &ids, &format!("{ty} {max}"));
+        read_everything(url, &ids, &format!("{ty} {max}"), true);
     }
 }
 
