@@ -8,6 +8,7 @@ mod common;
 
 mod api;
 mod dashboard;
+mod extremes;
 mod metrics;
 mod openapi;
 mod origin;
