@@ -104,6 +104,12 @@ function timeText(date) {
 function time(iso) {
   if (!iso) return "–";
   const d = new Date(iso);
+  // A stored value outside the times Awa can show (infinity, a year past
+  // 262143: the API gives it raw, issue 36) is shown as it is, flagged.
+  if (isNaN(d.getTime())) {
+    return el("time", { class: "raw", "data-raw": "", title: "stored value outside the times Awa can show" },
+      iso + " ⚠");
+  }
   return el("time", { datetime: iso, title: d.toISOString() }, timeText(d));
 }
 
@@ -363,6 +369,7 @@ async function viewJob(id) {
     kv("last error", j.last_error ? el("pre", {}, j.last_error) : "–"),
     kv("args", el("pre", {}, JSON.stringify(j.args, null, 2))),
     kv("metadata", j.metadata ? el("pre", {}, JSON.stringify(j.metadata, null, 2)) : "–")];
+  if (j.warnings && j.warnings.length) fields.push(...kv("warnings", el("pre", {}, j.warnings.join("\n"))));
   if (data.progress) {
     const pr = data.progress;
     fields.push(...kv("progress", (pr.percent === null ? "?" : pr.percent + "%") + (pr.message ? " – " + pr.message : "")));

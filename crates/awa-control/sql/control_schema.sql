@@ -138,7 +138,18 @@ CREATE TABLE IF NOT EXISTS awa.cron_jobs (
     -- the leader records it, skips the schedule and fires the others
     -- (cron_record_error.sql); the next fire or a change clears it.
     error            text,
-    error_since      timestamptz
+    error_since      timestamptz,
+    -- Every time a reader shows, within awa_core::time::WRITABLE (the
+    -- runtime role may write this table by SQL; issue 36): finite, from
+    -- 1970 up to, not including, year 10000. NULLs pass.
+    CONSTRAINT cron_jobs_times_writable CHECK (
+        fire_from >= '1970-01-01 00:00:00+00' AND fire_from < '10000-01-01 00:00:00+00'
+        AND last_tick >= '1970-01-01 00:00:00+00' AND last_tick < '10000-01-01 00:00:00+00'
+        AND last_enqueued_at >= '1970-01-01 00:00:00+00'
+        AND last_enqueued_at < '10000-01-01 00:00:00+00'
+        AND created_at >= '1970-01-01 00:00:00+00' AND created_at < '10000-01-01 00:00:00+00'
+        AND updated_at >= '1970-01-01 00:00:00+00' AND updated_at < '10000-01-01 00:00:00+00'
+        AND error_since >= '1970-01-01 00:00:00+00' AND error_since < '10000-01-01 00:00:00+00')
 );
 
 -- Job identity is database-wide: every substrate draws job ids from this

@@ -146,4 +146,11 @@ pub(crate) const STEPS: &[(i32, &str, &str)] = &[
         "the finish of one claim batch sorts nothing",
         include_str!("../../migrations/0021_the_finish_of_one_claim_batch_sorts_nothing.sql"),
     ),
+    (
+        22,
+        "stored times are bounded and every reader shows whatever a table holds",
+        include_str!(
+            "../../migrations/0022_stored_times_are_bounded_and_every_reader_shows_whatever_a_table_holds.sql"
+        ),
+    ),
 ];

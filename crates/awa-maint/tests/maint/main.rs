@@ -28,6 +28,7 @@ mod sql_bounds;
 mod status_cost;
 mod stragglers;
 mod tidy;
+mod time_bounds;
 mod unique_specs;
 mod unique_window_end;
 mod uniques;

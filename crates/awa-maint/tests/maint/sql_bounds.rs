@@ -112,18 +112,50 @@ fn queue_slots(call: impl Fn(&str) -> String) -> Vec<(String, &'static str)> {
 
 /// Arrays of one job for enqueue / enqueue_local, with one field replaced.
 fn enqueue_args(queue: &str, priority: &str, max_attempts: &str) -> String {
+    enqueue_at(queue, priority, max_attempts, "NULL")
+}
+
+/// The same with a run_at (SQL text of a timestamptz).
+fn enqueue_at(queue: &str, priority: &str, max_attempts: &str, run_at: &str) -> String {
     format!(
         "ARRAY[{queue}]::text[], ARRAY['k'], ARRAY['{{}}'::jsonb], ARRAY[{priority}]::smallint[], \
-         ARRAY[NULL::timestamptz], ARRAY[{max_attempts}]::integer[], ARRAY[NULL::text], ARRAY[NULL::jsonb]"
+         ARRAY[{run_at}]::timestamptz[], ARRAY[{max_attempts}]::integer[], ARRAY[NULL::text], ARRAY[NULL::jsonb]"
     )
 }
 
+/// Times just inside awa_core::time::WRITABLE, and outside it: infinite,
+/// a microsecond past either end, the extremes PostgreSQL accepts.
+const TIMES_OK: &[&str] = &[
+    "'1970-01-01 00:00:00+00'",
+    "'9999-12-31 23:59:59.999999+00'",
+];
+const TIMES_REFUSED: &[&str] = &[
+    "'infinity'",
+    "'-infinity'",
+    "'10000-01-01 00:00:00+00'",
+    "'1969-12-31 23:59:59.999999+00'",
+    "'294276-12-31 23:59:59.999999+00'",
+    "'4714-11-24 00:00:00+00 BC'",
+];
+
 /// Arrays of one job for ready_append, with fields replaced.
 fn append_args(id: &str, priority: &str, attempt: &str, max: &str, lease: &str) -> String {
+    append_created(id, priority, attempt, max, lease, "now()")
+}
+
+/// The same with a created_at (SQL text of a timestamptz).
+fn append_created(
+    id: &str,
+    priority: &str,
+    attempt: &str,
+    max: &str,
+    lease: &str,
+    created: &str,
+) -> String {
     format!(
         "ARRAY[{id}]::bigint[], ARRAY['q'], ARRAY[{priority}]::smallint[], ARRAY['k'], \
          ARRAY['{{}}'::jsonb], ARRAY[{attempt}]::integer[], ARRAY[{max}]::integer[], \
-         ARRAY[{lease}]::bigint[], ARRAY[now()], ARRAY[NULL::text], ARRAY[NULL::jsonb]"
+         ARRAY[{lease}]::bigint[], ARRAY[{created}]::timestamptz[], ARRAY[NULL::text], ARRAY[NULL::jsonb]"
     )
 }
 
@@ -164,6 +196,8 @@ fn matrix() -> BTreeMap<&'static str, Row> {
                 ok: vec![
                     call(enqueue_args("'q'", &PRIORITY.min.to_string(), "1")),
                     call(enqueue_args("'q'", &PRIORITY.max.to_string(), "1000")),
+                    call(enqueue_at("'q'", "2", "NULL", TIMES_OK[0])),
+                    call(enqueue_at("'q'", "2", "NULL", TIMES_OK[1])),
                 ],
                 // The producer contract's SQLSTATEs (docs/sql-producer.md).
                 refused: vec![
@@ -185,6 +219,12 @@ fn matrix() -> BTreeMap<&'static str, Row> {
                         "23514",
                     ),
                     (enqueue_args("NULL", "2", "NULL"), "23502"),
+                    (enqueue_at("'q'", "2", "NULL", "'infinity'"), "23514"),
+                    (enqueue_at("'q'", "2", "NULL", "'-infinity'"), "23514"),
+                    (enqueue_at("'q'", "2", "NULL", "'10000-01-01 00:00:00+00'"), "23514"),
+                    (enqueue_at("'q'", "2", "NULL", "'1969-12-31 23:59:59.999999+00'"), "23514"),
+                    (enqueue_at("'q'", "2", "NULL", "'294276-12-31 23:59:59.999999+00'"), "23514"),
+                    (enqueue_at("'q'", "2", "NULL", "'4714-11-24 00:00:00+00 BC'"), "23514"),
                     (
                         "ARRAY['q', 'q'], ARRAY['k'], ARRAY['{}'::jsonb], ARRAY[2]::smallint[], \
                          ARRAY[NULL::timestamptz], ARRAY[NULL::integer], ARRAY[NULL::text], \
@@ -231,6 +271,8 @@ fn matrix() -> BTreeMap<&'static str, Row> {
             ok: vec![
                 append_args("999991", "1", "0", "1", "0"),
                 append_args("999992", "4", "0", "1000", "0"),
+                append_created("999994", "2", "0", "1", "0", TIMES_OK[0]),
+                append_created("999995", "2", "0", "1", "0", TIMES_OK[1]),
             ],
             refused: vec![
                 (append_args("999993", "0", "0", "1", "0"), "22023"),
@@ -241,6 +283,13 @@ fn matrix() -> BTreeMap<&'static str, Row> {
                 (append_args("999993", "2", "-1", "1", "0"), "22023"),
                 (append_args("999993", "2", "0", "1", "-1"), "22023"),
                 (append_args("NULL", "2", "0", "1", "0"), "22023"),
+                (append_created("999993", "2", "0", "1", "0", "NULL"), "22023"),
+                (append_created("999993", "2", "0", "1", "0", TIMES_REFUSED[0]), "22023"),
+                (append_created("999993", "2", "0", "1", "0", TIMES_REFUSED[1]), "22023"),
+                (append_created("999993", "2", "0", "1", "0", TIMES_REFUSED[2]), "22023"),
+                (append_created("999993", "2", "0", "1", "0", TIMES_REFUSED[3]), "22023"),
+                (append_created("999993", "2", "0", "1", "0", TIMES_REFUSED[4]), "22023"),
+                (append_created("999993", "2", "0", "1", "0", TIMES_REFUSED[5]), "22023"),
                 (
                     "ARRAY[1, 2]::bigint[], ARRAY['q'], ARRAY[2]::smallint[], ARRAY['k'], \
                      ARRAY['{}'::jsonb], ARRAY[0], ARRAY[1], ARRAY[0]::bigint[], ARRAY[now()], \
@@ -357,6 +406,7 @@ fn matrix() -> BTreeMap<&'static str, Row> {
             ok: vec![
                 schedule_args("1", "1", "now() + interval '1 hour'"),
                 schedule_args("4", "1000", "now() + interval '1 hour'"),
+                schedule_args("2", "1", TIMES_OK[1]),
             ],
             refused: vec![
                 (schedule_args("0", "1", "now()"), "22023"),
@@ -364,6 +414,12 @@ fn matrix() -> BTreeMap<&'static str, Row> {
                 (schedule_args("2", "0", "now()"), "22023"),
                 (schedule_args("2", "1001", "now()"), "22023"),
                 (schedule_args("2", "1", "NULL"), "22023"),
+                (schedule_args("2", "1", TIMES_REFUSED[0]), "22023"),
+                (schedule_args("2", "1", TIMES_REFUSED[1]), "22023"),
+                (schedule_args("2", "1", TIMES_REFUSED[2]), "22023"),
+                (schedule_args("2", "1", TIMES_REFUSED[3]), "22023"),
+                (schedule_args("2", "1", TIMES_REFUSED[4]), "22023"),
+                (schedule_args("2", "1", TIMES_REFUSED[5]), "22023"),
                 (
                     "ARRAY[1]::bigint[], ARRAY['q', 'q'], ARRAY[2]::smallint[], ARRAY['k'], \
                      ARRAY['{}'::jsonb], ARRAY[1], ARRAY[now()], ARRAY[NULL::text], ARRAY[NULL::jsonb]"
@@ -403,12 +459,19 @@ fn matrix() -> BTreeMap<&'static str, Row> {
             refused: counts(CLAIM_BATCH, claim),
         },
     );
+    // A queue, an instant, a batch and its rows: it writes only the shares
+    // and rate entries of the limits configured for the jobs it is given;
+    // the instant is bounded like every time the runtime role writes.
+    let record = |at: &str| format!("'q', {at}, 0, 1, '[]'");
+    let mut record_refused: Vec<(String, &'static str)> =
+        TIMES_REFUSED.iter().map(|t| (record(t), "22023")).collect();
+    record_refused.push((record("NULL"), "22023"));
     m.insert(
         "limit_record",
-        Row::Unbounded(
-            "a queue, an instant, a batch and its rows: writes only the shares and rate \
-             entries of the limits configured for the jobs it is given",
-        ),
+        Row::Bounded {
+            ok: vec![record("now()"), record(TIMES_OK[0]), record(TIMES_OK[1])],
+            refused: record_refused,
+        },
     );
     for f in ["finish", "finish_pass"] {
         m.insert(

@@ -95,6 +95,10 @@ const RELEASED: &[(i32, &str)] = &[
         21,
         "d7aac60999495025113e3eb47d2f0eedc28c77be67d79a603c7f19d4df9692a0",
     ),
+    (
+        22,
+        "5dfce134b0e8654ca9adea5a93880a27f500f9cd5ff5945d74729b5c983e8975",
+    ),
 ];
 
 #[test]
