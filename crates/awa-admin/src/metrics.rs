@@ -166,8 +166,7 @@ impl Metrics {
                     o.ring.clone(),
                     o.task.clone(),
                     o.outcome.clone(),
-                    o.at
-                        .time()
+                    o.at.time()
                         .map_or(f64::NAN, |t| t.timestamp_millis() as f64 / 1000.0),
                 ));
             }

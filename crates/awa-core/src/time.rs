@@ -237,7 +237,11 @@ pub const WRITABLE: TimeBound = TimeBound {
 
 impl TimeBound {
     /// `t` if it lies in the bound.
-    pub fn check(&self, what: &'static str, t: DateTime<Utc>) -> Result<DateTime<Utc>, crate::InvalidInput> {
+    pub fn check(
+        &self,
+        what: &'static str,
+        t: DateTime<Utc>,
+    ) -> Result<DateTime<Utc>, crate::InvalidInput> {
         if t >= self.start && t < self.end {
             Ok(t)
         } else {
@@ -255,8 +259,14 @@ mod tests {
 
     #[test]
     fn raw_values_read_as_postgresql_prints_them() {
-        assert_eq!(DbTime::from_pg_micros(i64::MAX), DbTime::Raw("infinity".into()));
-        assert_eq!(DbTime::from_pg_micros(i64::MIN), DbTime::Raw("-infinity".into()));
+        assert_eq!(
+            DbTime::from_pg_micros(i64::MAX),
+            DbTime::Raw("infinity".into())
+        );
+        assert_eq!(
+            DbTime::from_pg_micros(i64::MIN),
+            DbTime::Raw("-infinity".into())
+        );
         assert_eq!(
             DbTime::from_pg_micros(0).time().unwrap().to_rfc3339(),
             "2000-01-01T00:00:00+00:00"
@@ -267,7 +277,11 @@ mod tests {
             DbTime::Raw("294276-12-31 23:59:59.999999+00".into())
         );
         // 4714-11-24 BC is within chrono's range.
-        assert!(DbTime::from_pg_micros(-211_813_488_000_000_000).time().is_some());
+        assert!(
+            DbTime::from_pg_micros(-211_813_488_000_000_000)
+                .time()
+                .is_some()
+        );
         // Past chrono's range, before and after year 0.
         let micros = |days: i64| (days - 10_957) * 86_400_000_000;
         assert_eq!(
@@ -276,8 +290,18 @@ mod tests {
         );
         assert_eq!(civil_from_days(0), (1970, 1, 1));
         assert_eq!(civil_from_days(-719_528), (0, 1, 1));
-        assert_eq!(pg_text(micros(-719_528) + 1_500_000), "0001-01-01 00:00:01.5+00 BC");
-        for micros in [i64::MIN + 1, -1, 1, i64::MAX - 1, i64::MIN / 2, i64::MAX / 2] {
+        assert_eq!(
+            pg_text(micros(-719_528) + 1_500_000),
+            "0001-01-01 00:00:01.5+00 BC"
+        );
+        for micros in [
+            i64::MIN + 1,
+            -1,
+            1,
+            i64::MAX - 1,
+            i64::MIN / 2,
+            i64::MAX / 2,
+        ] {
             let _ = DbTime::from_pg_micros(micros).to_rfc3339();
         }
     }
@@ -304,7 +328,15 @@ mod tests {
         assert_eq!(WRITABLE.end.to_rfc3339(), "+10000-01-01T00:00:00+00:00");
         assert!(WRITABLE.check("t", WRITABLE.start).is_ok());
         assert!(WRITABLE.check("t", WRITABLE.end).is_err());
-        assert!(WRITABLE.check("t", WRITABLE.end - chrono::Duration::microseconds(1)).is_ok());
-        assert!(WRITABLE.check("t", WRITABLE.start - chrono::Duration::microseconds(1)).is_err());
+        assert!(
+            WRITABLE
+                .check("t", WRITABLE.end - chrono::Duration::microseconds(1))
+                .is_ok()
+        );
+        assert!(
+            WRITABLE
+                .check("t", WRITABLE.start - chrono::Duration::microseconds(1))
+                .is_err()
+        );
     }
 }

@@ -2,8 +2,8 @@
 
 use crate::HistoryError;
 use async_trait::async_trait;
-use awa_core::{JobId, JobState, QueueName, SchemaName, sql::statement};
 use awa_core::DbTime;
+use awa_core::{JobId, JobState, QueueName, SchemaName, sql::statement};
 use sqlx::{PgConnection, Row, postgres::PgRow};
 use std::collections::BTreeMap;
 
@@ -51,7 +51,10 @@ impl JobView {
                 warnings.push(w);
             }
         };
-        check(format!("job {}'s created_at", self.id), Some(&self.created_at));
+        check(
+            format!("job {}'s created_at", self.id),
+            Some(&self.created_at),
+        );
         check(format!("job {}'s at", self.id), Some(&self.at));
         if let Some(h) = &self.holder {
             check("its holder's last_seen_at".into(), h.last_seen_at.as_ref());
@@ -61,8 +64,14 @@ impl JobView {
             );
         }
         for a in self.attempts.iter().flatten() {
-            check(format!("attempt {}'s started_at", a.attempt), a.started_at.as_ref());
-            check(format!("attempt {}'s ended_at", a.attempt), a.ended_at.as_ref());
+            check(
+                format!("attempt {}'s started_at", a.attempt),
+                a.started_at.as_ref(),
+            );
+            check(
+                format!("attempt {}'s ended_at", a.attempt),
+                a.ended_at.as_ref(),
+            );
         }
         self.warnings = warnings;
         self

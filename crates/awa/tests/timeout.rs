@@ -72,9 +72,7 @@ fn assert_timed_out(attempts: &[AttemptRecord], timeout: Duration, outcomes: &[&
         let error = a.error.as_deref().unwrap_or_default();
         assert!(error.starts_with(awa::timeout::ERROR_PREFIX), "{a:?}");
         let time = |t: &Option<awa::DbTime>| t.as_ref().and_then(|t| t.time()).unwrap();
-        let ran = (time(&a.ended_at) - time(&a.started_at))
-            .to_std()
-            .unwrap();
+        let ran = (time(&a.ended_at) - time(&a.started_at)).to_std().unwrap();
         assert!(ran >= timeout, "stopped before its timeout: {a:?}");
         assert!(
             ran <= timeout + Duration::from_secs(1),

@@ -69,7 +69,11 @@ pub async fn list(State(state): State<AppState>) -> Result<Json<QueueList>, ApiE
                     let of = |state: JobState| {
                         points
                             .iter()
-                            .filter(|p| &p.queue == name && p.minute == awa_core::DbTime::At(*minute) && p.state == state)
+                            .filter(|p| {
+                                &p.queue == name
+                                    && p.minute == awa_core::DbTime::At(*minute)
+                                    && p.state == state
+                            })
                             .map(|p| p.jobs)
                             .sum()
                     };

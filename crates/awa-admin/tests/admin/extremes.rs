@@ -44,7 +44,12 @@ async fn read_everything(app: &axum::Router, ids: &[i64], when: &str) -> Vec<(St
         replies.push((uri, reply));
     }
     let metrics = get(app, "/metrics", None).await;
-    assert_eq!(metrics.status, StatusCode::OK, "{when}: /metrics {}", metrics.text);
+    assert_eq!(
+        metrics.status,
+        StatusCode::OK,
+        "{when}: /metrics {}",
+        metrics.text
+    );
     replies
 }
 
@@ -76,7 +81,10 @@ async fn every_endpoint_shows_every_extreme_a_table_can_hold() {
         )
         .await
         .unwrap();
-        assert!(written.iter().any(|w| w == "awa.runtimes.last_seen_at"), "{written:?}");
+        assert!(
+            written.iter().any(|w| w == "awa.runtimes.last_seen_at"),
+            "{written:?}"
+        );
         let replies = read_everything(&app, &ids, value).await;
         let raw = !value.ends_with("BC") && !value.starts_with("1969");
         if raw {

@@ -55,8 +55,24 @@ fn read_everything(url: &str, ids: &[i64], when: &str, lost_ok: bool) -> Vec<(St
         &["dlq", "list"],
         &["cron", "list"],
         &["storage", "status"],
-        &["job", "retry", "--queue", "f", "--state", "failed", "--dry-run"],
-        &["job", "cancel", "--queue", "q", "--state", "available", "--dry-run"],
+        &[
+            "job",
+            "retry",
+            "--queue",
+            "f",
+            "--state",
+            "failed",
+            "--dry-run",
+        ],
+        &[
+            "job",
+            "cancel",
+            "--queue",
+            "q",
+            "--state",
+            "available",
+            "--dry-run",
+        ],
     ]
     .iter()
     .map(|c| c.iter().map(|s| s.to_string()).collect())
@@ -110,22 +126,39 @@ async fn every_reader_shows_every_extreme_a_table_can_hold() {
     let r = QueueName::new("r").unwrap();
     let mut claimed = Vec::new();
     for _ in 0..200 {
-        claimed.extend(exec.claim(&mut conn, &r, 1, &mut frontier, None).await.unwrap());
+        claimed.extend(
+            exec.claim(&mut conn, &r, 1, &mut frontier, None)
+                .await
+                .unwrap(),
+        );
         if !claimed.is_empty() {
             break;
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     assert_eq!(claimed.len(), 1);
-    assert!(exec
-        .heartbeat(&mut conn, &claimed[0].token, &Default::default())
-        .await
-        .unwrap());
-    assert!(awa(
-        url,
-        &["cron", "add", "nightly", "--cron", "0 3 * * *", "--queue", "q", "--kind", "k"]
-    )
-    .ok());
+    assert!(
+        exec.heartbeat(&mut conn, &claimed[0].token, &Default::default())
+            .await
+            .unwrap()
+    );
+    assert!(
+        awa(
+            url,
+            &[
+                "cron",
+                "add",
+                "nightly",
+                "--cron",
+                "0 3 * * *",
+                "--queue",
+                "q",
+                "--kind",
+                "k"
+            ]
+        )
+        .ok()
+    );
     let ids = [available, scheduled, failed, dead, done, running];
     read_everything(url, &ids, "before", false);
 
@@ -157,17 +190,17 @@ async fn every_reader_shows_every_extreme_a_table_can_hold() {
             "awa.dlq_entries.dead_at",
             "awa.claim_batches.claimed_at",
         ] {
-            assert!(written.iter().any(|w| w == must), "{must} not in {written:?}");
+            assert!(
+                written.iter().any(|w| w == must),
+                "{must} not in {written:?}"
+            );
         }
         let runs = read_everything(url, &ids, value, false);
         // A value chrono cannot hold is shown raw (as PostgreSQL prints
         // it), with a warning.
         let raw = (!value.ends_with("BC") && !value.starts_with("1969")).then_some(*value);
         if let Some(raw) = raw {
-            let (_, list) = runs
-                .iter()
-                .find(|(c, _)| c == "job list --json")
-                .unwrap();
+            let (_, list) = runs.iter().find(|(c, _)| c == "job list --json").unwrap();
             assert!(list.stdout.contains(&format!("\"{raw}\"")), "{list:#?}");
             let (_, dump) = runs
                 .iter()
@@ -180,7 +213,10 @@ async fn every_reader_shows_every_extreme_a_table_can_hold() {
         }
         if value.starts_with("294276") {
             let (_, list) = runs.iter().find(|(c, _)| c == "job list").unwrap();
-            assert!(list.stdout.contains("294276-12-31 23:59:59.999999+00"), "{list:#?}");
+            assert!(
+                list.stdout.contains("294276-12-31 23:59:59.999999+00"),
+                "{list:#?}"
+            );
         }
     }
     for value in awa_harness::extremes::INTERVAL {
@@ -235,7 +271,10 @@ async fn producers_refuse_a_time_readers_could_not_show() {
         let pg = db_err
             .try_downcast_ref::<sqlx::postgres::PgDatabaseError>()
             .unwrap();
-        assert!(pg.hint().is_some_and(|h| h.contains("9999")), "{value}: {err}");
+        assert!(
+            pg.hint().is_some_and(|h| h.contains("9999")),
+            "{value}: {err}"
+        );
     }
     let jobs: i64 = sqlx::query_scalar("SELECT count(*) FROM awa.jobs")
         .fetch_one(&mut conn)
@@ -245,10 +284,16 @@ async fn producers_refuse_a_time_readers_could_not_show() {
     for at in ["9999-12-31T23:59:59.999999Z", "1970-01-01T00:00:00Z"] {
         enqueue(url, "q", &["--run-at", at]);
     }
-    for at in ["9999-12-31T23:59:59-01:00", "1969-12-31T23:59:59Z", "0000-01-01T00:00:00Z"] {
+    for at in [
+        "9999-12-31T23:59:59-01:00",
+        "1969-12-31T23:59:59Z",
+        "0000-01-01T00:00:00Z",
+    ] {
         awa(
             url,
-            &["job", "enqueue", "--queue", "q", "--kind", "k", "--run-at", at],
+            &[
+                "job", "enqueue", "--queue", "q", "--kind", "k", "--run-at", at,
+            ],
         )
         .usage("outside the times awa accepts");
     }

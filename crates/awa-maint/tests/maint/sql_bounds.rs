@@ -221,10 +221,22 @@ fn matrix() -> BTreeMap<&'static str, Row> {
                     (enqueue_args("NULL", "2", "NULL"), "23502"),
                     (enqueue_at("'q'", "2", "NULL", "'infinity'"), "23514"),
                     (enqueue_at("'q'", "2", "NULL", "'-infinity'"), "23514"),
-                    (enqueue_at("'q'", "2", "NULL", "'10000-01-01 00:00:00+00'"), "23514"),
-                    (enqueue_at("'q'", "2", "NULL", "'1969-12-31 23:59:59.999999+00'"), "23514"),
-                    (enqueue_at("'q'", "2", "NULL", "'294276-12-31 23:59:59.999999+00'"), "23514"),
-                    (enqueue_at("'q'", "2", "NULL", "'4714-11-24 00:00:00+00 BC'"), "23514"),
+                    (
+                        enqueue_at("'q'", "2", "NULL", "'10000-01-01 00:00:00+00'"),
+                        "23514",
+                    ),
+                    (
+                        enqueue_at("'q'", "2", "NULL", "'1969-12-31 23:59:59.999999+00'"),
+                        "23514",
+                    ),
+                    (
+                        enqueue_at("'q'", "2", "NULL", "'294276-12-31 23:59:59.999999+00'"),
+                        "23514",
+                    ),
+                    (
+                        enqueue_at("'q'", "2", "NULL", "'4714-11-24 00:00:00+00 BC'"),
+                        "23514",
+                    ),
                     (
                         "ARRAY['q', 'q'], ARRAY['k'], ARRAY['{}'::jsonb], ARRAY[2]::smallint[], \
                          ARRAY[NULL::timestamptz], ARRAY[NULL::integer], ARRAY[NULL::text], \
@@ -283,13 +295,34 @@ fn matrix() -> BTreeMap<&'static str, Row> {
                 (append_args("999993", "2", "-1", "1", "0"), "22023"),
                 (append_args("999993", "2", "0", "1", "-1"), "22023"),
                 (append_args("NULL", "2", "0", "1", "0"), "22023"),
-                (append_created("999993", "2", "0", "1", "0", "NULL"), "22023"),
-                (append_created("999993", "2", "0", "1", "0", TIMES_REFUSED[0]), "22023"),
-                (append_created("999993", "2", "0", "1", "0", TIMES_REFUSED[1]), "22023"),
-                (append_created("999993", "2", "0", "1", "0", TIMES_REFUSED[2]), "22023"),
-                (append_created("999993", "2", "0", "1", "0", TIMES_REFUSED[3]), "22023"),
-                (append_created("999993", "2", "0", "1", "0", TIMES_REFUSED[4]), "22023"),
-                (append_created("999993", "2", "0", "1", "0", TIMES_REFUSED[5]), "22023"),
+                (
+                    append_created("999993", "2", "0", "1", "0", "NULL"),
+                    "22023",
+                ),
+                (
+                    append_created("999993", "2", "0", "1", "0", TIMES_REFUSED[0]),
+                    "22023",
+                ),
+                (
+                    append_created("999993", "2", "0", "1", "0", TIMES_REFUSED[1]),
+                    "22023",
+                ),
+                (
+                    append_created("999993", "2", "0", "1", "0", TIMES_REFUSED[2]),
+                    "22023",
+                ),
+                (
+                    append_created("999993", "2", "0", "1", "0", TIMES_REFUSED[3]),
+                    "22023",
+                ),
+                (
+                    append_created("999993", "2", "0", "1", "0", TIMES_REFUSED[4]),
+                    "22023",
+                ),
+                (
+                    append_created("999993", "2", "0", "1", "0", TIMES_REFUSED[5]),
+                    "22023",
+                ),
                 (
                     "ARRAY[1, 2]::bigint[], ARRAY['q'], ARRAY[2]::smallint[], ARRAY['k'], \
                      ARRAY['{}'::jsonb], ARRAY[0], ARRAY[1], ARRAY[0]::bigint[], ARRAY[now()], \

@@ -580,7 +580,14 @@ async fn a_failure_stays_readable_for_its_retention_while_the_ring_turns() {
     let watched = fail_jobs(&pool, "bad", 1).await[0];
     let failed_at = {
         let mut conn = pool.acquire().await.unwrap();
-        history.job(&mut conn, watched).await.unwrap().unwrap().at.time().unwrap()
+        history
+            .job(&mut conn, watched)
+            .await
+            .unwrap()
+            .unwrap()
+            .at
+            .time()
+            .unwrap()
     };
     let start = generation().await;
     let mut retention: Option<chrono::Duration> = None;

@@ -25,7 +25,8 @@ const AWA_END: i64 = 252_455_616_000_000_000;
 
 /// What the caller sends: the SQL text of a timestamptz.
 fn run_at() -> impl Strategy<Value = String> {
-    let micros = |m: i64| format!("(timestamptz '2000-01-01 00:00:00+00' + interval '{m} microseconds')");
+    let micros =
+        |m: i64| format!("(timestamptz '2000-01-01 00:00:00+00' + interval '{m} microseconds')");
     prop_oneof![
         Just("'infinity'".to_string()),
         Just("'-infinity'".to_string()),
