@@ -61,6 +61,18 @@ impl DbTime {
         }
     }
 
+    /// The time, or for a raw value the nearest end of chrono's range
+    /// (`-infinity` and years before chrono's: the earliest; the rest: the
+    /// latest), for code that must go on with a time (a worker handing a
+    /// claimed job to its handler).
+    pub fn saturating(&self) -> DateTime<Utc> {
+        match self {
+            DbTime::At(t) => *t,
+            DbTime::Raw(r) if r.starts_with('-') || r.ends_with("BC") => DateTime::<Utc>::MIN_UTC,
+            DbTime::Raw(_) => DateTime::<Utc>::MAX_UTC,
+        }
+    }
+
     /// The warning a reader shows beside a raw value: `None` for a time.
     pub fn warning(&self, what: &str) -> Option<String> {
         self.raw().map(|raw| {

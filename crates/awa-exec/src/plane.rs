@@ -291,8 +291,10 @@ impl PgExecPlane {
                 priority: row.get(9),
                 attempt: row.get(10),
                 max_attempts: row.get(11),
-                created_at: row.get(12),
-                ready_at: row.get(13),
+                // Saturated, not a panic, for a time only a superuser's
+                // write can hold (ready_append bounds what it is given).
+                created_at: row.get::<awa_core::DbTime, _>(12).saturating(),
+                ready_at: row.get::<awa_core::DbTime, _>(13).saturating(),
                 metadata: row.get(14),
             });
         }
@@ -410,7 +412,7 @@ pub struct AttemptProgress {
     pub percent: Option<i16>,
     pub message: Option<String>,
     pub checkpoint: Option<serde_json::Value>,
-    pub updated_at: chrono::DateTime<chrono::Utc>,
+    pub updated_at: awa_core::DbTime,
 }
 
 #[async_trait]

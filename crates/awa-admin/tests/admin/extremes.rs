@@ -59,6 +59,26 @@ async fn every_endpoint_shows_every_extreme_a_table_can_hold() {
     let seeded = seed(&pool).await;
     let (failed, running, _runtime) = seed_failures(&pool).await;
     seed_cron(&pool).await;
+    // A running job that reported progress (its attempt_state row).
+    let reporting = claim(&pool, "alpha", 1).await.remove(0);
+    {
+        use awa_exec::ExecPlane;
+        let mut conn = pool.acquire().await.unwrap();
+        assert!(
+            awa_exec::PgExecPlane::new(schema())
+                .heartbeat(
+                    &mut conn,
+                    &reporting.token,
+                    &awa_exec::Progress {
+                        percent: Some(50),
+                        message: Some("half".into()),
+                        checkpoint: Some(serde_json::json!({"at": 1})),
+                    },
+                )
+                .await
+                .unwrap()
+        );
+    }
     let metrics = awa_admin::metrics::Metrics::install().unwrap();
     let app = awa_admin::router(awa_admin::AppState::new(
         pool.clone(),

@@ -138,9 +138,17 @@ async fn every_reader_shows_every_extreme_a_table_can_hold() {
     }
     assert_eq!(claimed.len(), 1);
     assert!(
-        exec.heartbeat(&mut conn, &claimed[0].token, &Default::default())
-            .await
-            .unwrap()
+        exec.heartbeat(
+            &mut conn,
+            &claimed[0].token,
+            &awa_exec::Progress {
+                percent: Some(50),
+                message: Some("half".into()),
+                checkpoint: Some(serde_json::json!({"at": 1})),
+            },
+        )
+        .await
+        .unwrap()
     );
     assert!(
         awa(
