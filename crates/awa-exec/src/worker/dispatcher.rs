@@ -16,7 +16,7 @@
 use super::{About, Done, InFlight, Stats, handler::*};
 use crate::{ExecError, Finish, Frontier, PgExecPlane};
 use awa_core::QueueName;
-use futures::stream::{FuturesUnordered, StreamExt};
+use futures::stream::{FuturesOrdered, StreamExt};
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -139,11 +139,9 @@ fn buffer_target(concurrency: usize, max: usize, avg_job_us: u64) -> usize {
     usize::try_from(jobs).unwrap_or(max).clamp(1, max)
 }
 
-/// A claim's outcome: its number (claims are numbered as they are sent),
-/// the frontier it hands back, how many jobs it asked for, and what it
-/// got.
+/// A claim's outcome: the frontier it hands back, how many jobs it asked
+/// for, and what it got.
 type ClaimResult = (
-    u64,
     Frontier,
     usize,
     Result<Vec<awa_core::ClaimedJob>, ExecError>,
@@ -171,15 +169,12 @@ enum Hold {
 }
 
 pub(crate) async fn run(d: Dispatcher) {
-    // The newest frontier candidate a claim handed back; each claim sent
+    // The frontier candidate the newest claim handed back; each claim sent
     // carries a copy (any candidate is only a hint that must have settled
-    // by the time a claim relies on it, ready_take's rule).
+    // by the time a claim relies on it, ready_take's rule). Claims are
+    // taken back in the order they were sent (on one lane they end in that
+    // order anyway), so the last one taken back is the newest.
     let mut frontier = Frontier::default();
-    // The number of the next claim sent, and of the claim whose candidate
-    // `frontier` holds: a claim that returns after a newer one does not
-    // set an older candidate back.
-    let mut sent = 0u64;
-    let mut newest_back = 0u64;
     let mut stop = d.stop.clone();
     let mut settle = SETTLE_FIRST;
     let mut buffer = Buffer::default();
@@ -191,8 +186,8 @@ pub(crate) async fn run(d: Dispatcher) {
     let max_buffer = (2 * d.batch).max(2 * d.concurrency);
     let avg_job_us = Arc::new(AtomicU64::new(0));
     let mut hold = Hold::None;
-    let mut claims: FuturesUnordered<std::pin::Pin<Box<dyn Future<Output = ClaimResult> + Send>>> =
-        FuturesUnordered::new();
+    let mut claims: FuturesOrdered<std::pin::Pin<Box<dyn Future<Output = ClaimResult> + Send>>> =
+        FuturesOrdered::new();
     // How many jobs the claims in flight asked for, together.
     let mut asked = 0usize;
     // The last claim came back with all it asked for: work is flowing, and
@@ -251,9 +246,7 @@ pub(crate) async fn run(d: Dispatcher) {
                     break;
                 }
                 asked += want;
-                sent += 1;
-                claims.push(Box::pin(claim_once(
-                    sent,
+                claims.push_back(Box::pin(claim_once(
                     d.pool.clone(),
                     d.plane.clone(),
                     d.queue.clone(),
@@ -270,14 +263,11 @@ pub(crate) async fn run(d: Dispatcher) {
         };
         let idle = matches!(hold, Hold::Idle(_));
         tokio::select! {
-            Some((number, back, wanted, result)) = claims.next(), if !claims.is_empty() => {
+            Some((back, wanted, result)) = claims.next(), if !claims.is_empty() => {
                 asked -= wanted;
                 // What this claim saw, whatever the other in flight sees.
                 let waiting = back.is_waiting();
-                if number > newest_back {
-                    newest_back = number;
-                    frontier = back;
-                }
+                frontier = back;
                 d.stats.claim_calls.fetch_add(1, Ordering::Relaxed);
                 match result {
                     Ok(jobs) => {
@@ -353,7 +343,6 @@ pub(crate) async fn run(d: Dispatcher) {
 }
 
 async fn claim_once(
-    number: u64,
     pool: sqlx::PgPool,
     plane: Arc<PgExecPlane>,
     queue: QueueName,
@@ -376,7 +365,7 @@ async fn claim_once(
             .await
     }
     .await;
-    (number, frontier, want, result)
+    (frontier, want, result)
 }
 
 /// Hand every buffered job back as `release` (the attempt does not count).
