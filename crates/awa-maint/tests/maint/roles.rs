@@ -2,6 +2,7 @@
 //! `sql/grant_runtime_role.sql`: every runtime path works, every other
 //! operation on every relation and function is refused, and no DDL.
 
+use crate::common::login_role;
 use awa_control::rings::{PgRings, PruneOutcome, Ring, RotateOutcome};
 use awa_core::{NewJob, QueueName, SchemaName};
 use awa_exec::{ExecPlane, Finish, Frontier, PgExecPlane};
@@ -148,23 +149,6 @@ async fn the_job_path_and_reclamation_run_under_the_runtime_role() {
 // ---------------------------------------------------------------------------
 // Least privilege: the privileges matrix of grant_runtime_role.sql.
 // ---------------------------------------------------------------------------
-
-/// A login role for the test database, and connect options for it.
-async fn login_role(db: &awa_harness::TestDb, suffix: &str) -> (String, PgConnectOptions) {
-    let role = format!("{}_{suffix}", db.name());
-    let mut admin = PgConnection::connect(db.url()).await.unwrap();
-    sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
-        "CREATE ROLE {role} LOGIN PASSWORD 'runtime'"
-    )))
-    .execute(&mut admin)
-    .await
-    .unwrap();
-    let options = PgConnectOptions::from_str(db.url())
-        .unwrap()
-        .username(&role)
-        .password("runtime");
-    (role, options)
-}
 
 async fn drop_role(admin: &mut PgConnection, role: &str) {
     sqlx::raw_sql(sqlx::AssertSqlSafe(format!(

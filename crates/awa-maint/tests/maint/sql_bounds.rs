@@ -13,6 +13,7 @@
 //! The reported instance: `SELECT awa.rescue_stale(interval '0 s', 1000)`
 //! while healthy jobs ran made them all retryable.
 
+use crate::common::fingerprint;
 use awa_core::bounds::{
     self, CLAIM_BATCH, LIST_LIMIT, MAINT_LIMIT, PRIORITY, PRIORITY_AGING_STORED,
     PRUNE_LOCK_TIMEOUT, RESCUE_AFTER, ROTATE_INTERVAL,
@@ -764,28 +765,6 @@ fn matrix() -> BTreeMap<&'static str, Row> {
 
 fn ident(name: &str) -> String {
     format!("\"{}\"", name.replace('"', "\"\""))
-}
-
-/// Every row of every table and every sequence of `schemas`, digested: what
-/// a refused call must leave as it was.
-async fn fingerprint(admin: &mut PgConnection, schemas: &[&str]) -> Vec<(String, String)> {
-    sqlx::query_as(
-        "SELECT format('%I.%I', n.nspname, c.relname),
-                (xpath('/row/v/text()', query_to_xml(
-                    CASE c.relkind
-                    WHEN 'S' THEN format('SELECT last_value::text || ''/'' || is_called::text AS v FROM %I.%I',
-                                         n.nspname, c.relname)
-                    ELSE format('SELECT count(*)::text || ''/'' || coalesce(md5(string_agg(t::text, '','' ORDER BY t::text)), '''') AS v FROM %I.%I t',
-                                n.nspname, c.relname)
-                    END, false, true, '')))[1]::text
-           FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
-          WHERE c.relkind IN ('r', 'S') AND n.nspname = ANY($1)
-          ORDER BY 1",
-    )
-    .bind(schemas)
-    .fetch_all(admin)
-    .await
-    .unwrap()
 }
 
 /// Slot counts of substrate `schema`: (queue, lease, claim).

@@ -8,13 +8,12 @@
 //! job read, the list, pending by state; the time is a real one, never a
 //! raw value.
 
+use crate::common::{fingerprint, login_role};
 use awa_core::{DbTime, JobId, QueueName, SchemaName};
 use awa_history::{HistoryPlane, PgHistoryPlane};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
-use sqlx::postgres::PgConnectOptions;
 use sqlx::{ConnectOptions, Connection, PgConnection};
-use std::str::FromStr;
 
 /// Microseconds since 2000-01-01 of PostgreSQL's earliest and latest
 /// timestamptz, and of Awa's bounds.
@@ -41,27 +40,8 @@ fn run_at() -> impl Strategy<Value = String> {
     ]
 }
 
-async fn fingerprint(admin: &mut PgConnection) -> Vec<(String, String)> {
-    sqlx::query_as(
-        "SELECT format('%I.%I', n.nspname, c.relname),
-                (xpath('/row/v/text()', query_to_xml(
-                    CASE c.relkind
-                    WHEN 'S' THEN format('SELECT last_value::text || ''/'' || is_called::text AS v FROM %I.%I',
-                                         n.nspname, c.relname)
-                    ELSE format('SELECT count(*)::text || ''/'' || coalesce(md5(string_agg(t::text, '','' ORDER BY t::text)), '''') AS v FROM %I.%I t',
-                                n.nspname, c.relname)
-                    END, false, true, '')))[1]::text
-           FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
-          WHERE c.relkind IN ('r', 'S') AND n.nspname = 'awa'
-          ORDER BY 1",
-    )
-    .fetch_all(admin)
-    .await
-    .unwrap()
-}
-
 async fn case(rt: &mut PgConnection, admin: &mut PgConnection, at: &str) -> Result<(), String> {
-    let before = fingerprint(admin).await;
+    let before = fingerprint(admin, &["awa"]).await;
     let sql = format!(
         "SELECT job_id, ({at})::timestamptz AS sent FROM awa.enqueue(ARRAY['q'], ARRAY['k'], \
          ARRAY['{{}}'::jsonb], ARRAY[3::smallint], ARRAY[({at})::timestamptz], ARRAY[NULL::int], \
@@ -82,7 +62,7 @@ async fn case(rt: &mut PgConnection, admin: &mut PgConnection, at: &str) -> Resu
             {
                 return Err(format!("{at}: refused, but not clearly: {err}"));
             }
-            if fingerprint(admin).await != before {
+            if fingerprint(admin, &["awa"]).await != before {
                 return Err(format!("{at}: refused, yet something was written"));
             }
             return Ok(());
@@ -130,23 +110,11 @@ fn enqueue_refuses_clearly_or_every_reader_shows_the_job() {
     let db = tokio.block_on(awa_maint::migrated_test_db()).unwrap();
     let (admin, rt, role) = tokio.block_on(async {
         let mut admin = PgConnection::connect(db.url()).await.unwrap();
-        let role = format!("{}_rt", db.name());
-        sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
-            "CREATE ROLE {role} LOGIN PASSWORD 'runtime'"
-        )))
-        .execute(&mut admin)
-        .await
-        .unwrap();
+        let (role, options) = login_role(&db, "rt").await;
         awa_maint::substrate::grant_runtime_role(&mut admin, &role, &SchemaName::default_schema())
             .await
             .unwrap();
-        let rt = PgConnectOptions::from_str(db.url())
-            .unwrap()
-            .username(&role)
-            .password("runtime")
-            .connect()
-            .await
-            .unwrap();
+        let rt = options.connect().await.unwrap();
         (admin, rt, role)
     });
     let mut runner = TestRunner::new(Config {

@@ -5,7 +5,7 @@
 use awa_core::{AttemptToken, ClaimedJob, JobId, NewJob, QueueName, SchemaName};
 use awa_exec::{ExecPlane, Finish, Finished, Frontier, PgExecPlane};
 use awa_ready::{PgReadyPlane, ReadyError, ReadyPlane};
-use sqlx::PgPool;
+use sqlx::{Connection, PgPool};
 use std::time::Duration;
 
 /// Every terminal fact still stored (kept failures included), one row per job `(job_id, queue,
@@ -259,4 +259,49 @@ pub fn sqlstate(err: &ReadyError) -> Option<String> {
         source = e.source();
     }
     None
+}
+
+/// Every row of every table and every sequence of `schemas`, digested: what
+/// a refused call must leave as it was.
+pub async fn fingerprint(
+    admin: &mut sqlx::PgConnection,
+    schemas: &[&str],
+) -> Vec<(String, String)> {
+    sqlx::query_as(
+        "SELECT format('%I.%I', n.nspname, c.relname),
+                (xpath('/row/v/text()', query_to_xml(
+                    CASE c.relkind
+                    WHEN 'S' THEN format('SELECT last_value::text || ''/'' || is_called::text AS v FROM %I.%I',
+                                         n.nspname, c.relname)
+                    ELSE format('SELECT count(*)::text || ''/'' || coalesce(md5(string_agg(t::text, '','' ORDER BY t::text)), '''') AS v FROM %I.%I t',
+                                n.nspname, c.relname)
+                    END, false, true, '')))[1]::text
+           FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+          WHERE c.relkind IN ('r', 'S') AND n.nspname = ANY($1)
+          ORDER BY 1",
+    )
+    .bind(schemas)
+    .fetch_all(admin)
+    .await
+    .unwrap()
+}
+
+/// A login role for the test database, and connect options for it.
+pub async fn login_role(
+    db: &awa_harness::TestDb,
+    suffix: &str,
+) -> (String, sqlx::postgres::PgConnectOptions) {
+    let role = format!("{}_{suffix}", db.name());
+    let mut admin = sqlx::PgConnection::connect(db.url()).await.unwrap();
+    sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
+        "CREATE ROLE {role} LOGIN PASSWORD 'runtime'"
+    )))
+    .execute(&mut admin)
+    .await
+    .unwrap();
+    let options = <sqlx::postgres::PgConnectOptions as std::str::FromStr>::from_str(db.url())
+        .unwrap()
+        .username(&role)
+        .password("runtime");
+    (role, options)
 }
